@@ -1,0 +1,35 @@
+# speechblocks — every target depends on `install`, so a fresh clone needs only `make demo` / `make test`.
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.installed
+PINS    := tensorflow-cpu==2.21.0 torch==2.13.0 tf_keras==2.21.0
+JOBS    ?= 2
+
+.PHONY: install test parity demo bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py
+	$(PIP) install --quiet --no-deps -e .
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -n $(JOBS) -q
+
+parity: install
+	.venv/bin/speechblocks parity
+
+demo: install
+	$(PY) -m parity_tests.demo
+
+bench: install
+	$(PY) -m bench
+
+lint: install
+	.venv/bin/ruff check .
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""Cross-framework parity suite: TF1 legacy reference, Keras 3 and PyTorch, block by block."""

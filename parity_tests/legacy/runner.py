@@ -1,0 +1,109 @@
+"""Subprocess entry point of the TF1 legacy reference.
+
+``python -m parity_tests.legacy.runner SPECS.json INPUTS.npz OUT_DIR`` (with ``TF_USE_LEGACY_KERAS=1``).
+For every spec: build the block's TF1 graph under the spec's scope prefix, fill every variable with
+seeded random values, optionally run one Adam training step, save a real TF1 checkpoint with
+``tf.compat.v1.train.Saver``, run the graph on the inputs and write the outputs.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import sys
+
+import numpy as np
+
+assert os.environ.get("TF_USE_LEGACY_KERAS") == "1", "the legacy reference must run with TF_USE_LEGACY_KERAS=1"
+
+import tensorflow as tf  # noqa: E402
+
+v1 = tf.compat.v1
+
+
+def _builders():
+    import parity_tests.legacy as pkg
+
+    table = {}
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name.startswith("builders_"):
+            table.update(importlib.import_module(f"{pkg.__name__}.{mod.name}").BUILDERS)
+    return table
+
+
+def random_value(name: str, shape, rng: np.random.Generator) -> np.ndarray:
+    """Seeded random values by TF1 variable role (moving variances positive, gammas near 1)."""
+    shape = tuple(shape)
+    leaf = name.split("/")[-1]
+    if leaf == "moving_variance":
+        return rng.uniform(0.5, 1.5, shape)
+    if leaf == "gamma":
+        return 1.0 + 0.1 * rng.standard_normal(shape)
+    if leaf in ("beta", "moving_mean", "bias"):
+        return 0.1 * rng.standard_normal(shape)
+    if leaf == "kernel" and len(shape) >= 2:
+        fan_in = int(np.prod(shape[:-1]))
+        return rng.standard_normal(shape) / np.sqrt(fan_in)
+    return 0.3 * rng.standard_normal(shape)
+
+
+def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.set_random_seed(spec.get("seed", 0))
+        feeds = {}
+        tensors = {}
+        for key, value in inputs.items():
+            shape = list(value.shape)
+            if spec.get("dynamic_shapes", True):  # unknown batch/time as the real graph; channels static
+                shape = [None] * (value.ndim - 1) + shape[-1:] if value.ndim >= 2 else [None] * value.ndim
+            ph = v1.placeholder(tf.as_dtype(value.dtype), shape=shape, name=key.replace("/", "_"))
+            feeds[ph] = value
+            tensors[key] = ph
+        prefix = spec.get("scope", "")
+        build = builders[spec["block"]]
+        if prefix:
+            with v1.variable_scope(prefix):
+                block_scope, outputs = build(spec["config"], tensors, spec.get("training", False), spec.get("options", {}))
+        else:
+            block_scope, outputs = build(spec["config"], tensors, spec.get("training", False), spec.get("options", {}))
+        model_vars = v1.global_variables()
+        train_op = None
+        if spec.get("options", {}).get("adam_step"):
+            loss = tf.add_n([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for k, t in outputs.items()
+                             if not k.startswith("mask/") and t.dtype.is_floating])
+            train_op = v1.train.AdamOptimizer(1e-3).minimize(loss)
+        rng = np.random.default_rng(spec.get("seed", 0))
+        with v1.Session(graph=graph) as sess:
+            sess.run(v1.global_variables_initializer())
+            for var in model_vars:
+                value = random_value(var.op.name, var.shape.as_list(), rng)
+                var.load(value.astype(var.dtype.base_dtype.as_numpy_dtype), sess)
+            if train_op is not None:
+                sess.run(train_op, feeds)
+            saver = v1.train.Saver(max_to_keep=1)
+            ckpt = saver.save(sess, os.path.join(out_dir, "model.ckpt"))
+            values = sess.run(outputs, feeds)
+    np.savez(os.path.join(out_dir, "outputs.npz"), **{k: np.asarray(v) for k, v in values.items()})
+    full_scope = "/".join(p for p in (prefix.strip("/"), block_scope) if p)
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump({"checkpoint": ckpt, "block_scope": full_scope}, f)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path, inputs_path, out_root = argv
+    with open(spec_path) as f:
+        specs = json.load(f)
+    arrays = dict(np.load(inputs_path))
+    builders = _builders()
+    for spec in specs:
+        inputs = {k: arrays[f"{spec['id']}::{k}"] for k in spec["input_names"]}
+        run_spec(spec, inputs, os.path.join(out_root, spec["id"]), builders)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

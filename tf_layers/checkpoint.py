@@ -1,0 +1,81 @@
+"""Reading TF1 checkpoints under Keras 3 (``tf.train.load_checkpoint``) and loading them into blocks."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+__all__ = ["read_tf1_checkpoint", "load_tf1_checkpoint", "is_optimizer_variable"]
+
+_OPTIMIZER_PATTERNS = (
+    re.compile(r"(^|/)(Adam|Adam_\d+|Momentum|RMSProp|RMSProp_\d+|Adagrad|Adadelta|Adadelta_\d+)$"),
+    re.compile(r"(^|/)(global_step|beta1_power|beta2_power)(_\d+)?$"),
+)
+
+
+def is_optimizer_variable(name: str) -> bool:
+    """True for optimizer state: ``.../Adam``, ``.../Adam_1``, ``beta1_power``, ``global_step`` ..."""
+    return any(p.search(name) for p in _OPTIMIZER_PATTERNS)
+
+
+def _norm_prefix(prefix: str) -> str:
+    prefix = (prefix or "").strip("/")
+    return prefix + "/" if prefix else ""
+
+
+def _reader(path: str):
+    import tensorflow as tf
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise FileNotFoundError(f"no TF1 checkpoint found in directory {path!r} (no 'checkpoint' index file)")
+        path = latest
+    if not (os.path.exists(path + ".index") or os.path.exists(path)):
+        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (expected {path}.index)")
+    try:
+        return tf.train.load_checkpoint(path)
+    except Exception as e:  # tf raises DataLossError / NotFoundError / OpError
+        raise ValueError(f"cannot read TF1 checkpoint {path!r}: it is truncated or corrupted ({type(e).__name__})") from None
+
+
+def read_tf1_checkpoint(path: str, prefix: str = "") -> dict[str, np.ndarray]:
+    """Reads a TF1 checkpoint into ``{name relative to prefix: array}``.
+
+    Args:
+        path: checkpoint prefix (``model.ckpt-1000``) or a directory with a ``checkpoint`` file.
+        prefix: keep only variables under this scope; a trailing ``/`` is optional.
+
+    Returns:
+        the model variables; optimizer slots (``…/Adam``, ``…/Adam_1``), ``global_step`` and
+        ``beta*_power`` are left out.
+    """
+    reader = _reader(path)
+    pre = _norm_prefix(prefix)
+    out = {}
+    for name in sorted(reader.get_variable_to_shape_map()):
+        if is_optimizer_variable(name) or not name.startswith(pre):
+            continue
+        out[name[len(pre):]] = np.asarray(reader.get_tensor(name))
+    return out
+
+
+def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True):
+    """Loads a block's weights from a TF1 checkpoint.
+
+    Args:
+        block: a Keras layer or torch module with ``load_tf1_weights``.
+        path: TF1 checkpoint prefix or directory.
+        scope: the block's full scope in the checkpoint (e.g. ``"Tacotron_model/inference/encoder_LSTM"``);
+            a trailing ``/`` is optional.
+        strict: as in ``load_tf1_weights``.
+
+    Returns:
+        the block's load report.
+    """
+    weights = read_tf1_checkpoint(path, prefix=scope)
+    if not weights:
+        raise ValueError(f"checkpoint {os.fspath(path)!r} holds no variable under scope {scope.rstrip('/')!r}")
+    return block.load_tf1_weights(weights, strict=strict)

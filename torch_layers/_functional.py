@@ -1,0 +1,49 @@
+"""TF1 semantics as small torch functions: 'same' padding, keep-prob dropout."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+
+def tf_same_padding(kernel_size: int) -> tuple[int, int]:
+    """TF ``'same'`` padding for stride 1: ``(k-1)//2`` before, the rest after."""
+    total = kernel_size - 1
+    return total // 2, total - total // 2
+
+
+def pad_time_same(x: torch.Tensor, kernel_size: int, value: float = 0.0) -> torch.Tensor:
+    """Pads the last axis of ``(batch, channels, time)`` as TF ``'same'`` does."""
+    before, after = tf_same_padding(kernel_size)
+    if before == 0 and after == 0:
+        return x
+    return F.pad(x, (before, after), value=value)
+
+
+def tf1_dropout(x: torch.Tensor, rate: float, mask: Optional[torch.Tensor] = None,
+                generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """Inverted dropout ``x / (1 - rate) * keep_mask`` with ``keep_mask ~ Bernoulli(1 - rate)``.
+
+    Args:
+        x: input of any shape.
+        rate: drop probability in [0, 1).
+        mask: optional 0/1 keep-mask of ``x``'s shape (injected for cross-framework comparison).
+        generator: optional ``torch.Generator`` for the random mask.
+
+    Returns:
+        tensor of ``x``'s shape.
+    """
+    if mask is None:
+        if rate == 0.0:
+            return x
+        u = torch.rand(x.shape, dtype=torch.float32, device=x.device, generator=generator)
+        mask = (u >= rate).to(x.dtype)
+    else:
+        if mask.shape != x.shape:
+            raise ValueError("argument `dropout_mask` must have the shape of the dropped tensor "
+                             + str(list(x.shape)) + "; got " + str(list(mask.shape)) + ".")
+        mask = mask.to(x.dtype)
+    if rate == 0.0:
+        return x * mask
+    return x * (1.0 / (1.0 - rate)) * mask

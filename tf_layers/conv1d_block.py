@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 from ._dropout import tf1_dropout
 from ._validation import check_float_tensor
@@ -41,7 +40,7 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
 
     Example:
     >>> block = Conv1DBlock(5, 512, activation="relu", drop_rate=0.5)
-    >>> block(tf.zeros((2, 7, 80))).shape
+    >>> block(np.zeros((2, 7, 80), "float32")).shape
     TensorShape([2, 7, 512])
     """
 

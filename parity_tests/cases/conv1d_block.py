@@ -5,7 +5,15 @@ import numpy as np
 
 from ..reference import LegacySpec
 from ..report import compare, stat_row
-from ._common import FLOAT32_TOL, keras_from_checkpoint, keras_to_torch, randn, to_numpy, torch_from_checkpoint, torch_tensor
+from ._common import (
+    FLOAT32_TOL,
+    keras_from_checkpoint,
+    keras_to_torch,
+    randn,
+    to_numpy,
+    torch_from_checkpoint,
+    torch_tensor,
+)
 
 BLOCK = "Conv1DBlock"
 

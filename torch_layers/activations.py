@@ -45,11 +45,22 @@ def name_of(identifier: str | None) -> str:
 
 
 def apply(name: str, x: torch.Tensor) -> torch.Tensor:
-    """Functional form for parameter-free activations (TorchScript friendly)."""
+    """Functional form of the parameter-free activations (TorchScript friendly).
+
+    Raises:
+        ValueError: for ``prelu`` (it has a parameter: use ``get("prelu")()``) or an unknown name.
+    """
     if name == "relu":
         return torch.relu(x)
     if name == "tanh":
         return torch.tanh(x)
     if name == "sigmoid":
         return torch.sigmoid(x)
-    return x
+    if name == "linear":
+        return x
+    if name == "elu":
+        return torch.nn.functional.elu(x)
+    if name == "gelu":
+        return torch.nn.functional.gelu(x)
+    raise ValueError("activation `" + name + "` has no functional form here; expected one of relu, tanh, "
+                     "sigmoid, linear, elu, gelu.")

@@ -25,8 +25,9 @@ def reverse_within_lengths(x: torch.Tensor, lengths: Optional[torch.Tensor]) -> 
     ar = torch.arange(t, device=x.device).unsqueeze(0)
     lens = lengths.to(device=x.device, dtype=torch.long).unsqueeze(1)
     idx = torch.where(ar < lens, lens - 1 - ar, ar)  # (batch, time)
-    idx = idx.view(idx.shape[0], t, *([1] * (x.dim() - 2))).expand(x.shape)
-    return torch.gather(x, 1, idx)
+    flat = x.reshape(x.shape[0], t, -1)  # TorchScript-friendly: gather over a 3-D view
+    out = torch.gather(flat, 1, idx.unsqueeze(-1).expand(flat.shape))
+    return out.reshape(x.shape)
 
 
 def time_mask(lengths: Optional[torch.Tensor], max_time: int, dtype: torch.dtype) -> Optional[torch.Tensor]:

@@ -83,8 +83,10 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
                 var.load(value.astype(var.dtype.base_dtype.as_numpy_dtype), sess)
             if train_op is not None:
                 sess.run(train_op, feeds)
-            saver = v1.train.Saver(max_to_keep=1)
-            ckpt = saver.save(sess, os.path.join(out_dir, "model.ckpt"))
+            ckpt = ""
+            if v1.global_variables():  # a graph of pure ops (losses) has nothing to save
+                saver = v1.train.Saver(max_to_keep=1)
+                ckpt = saver.save(sess, os.path.join(out_dir, "model.ckpt"))
             values = sess.run(outputs, feeds)
     np.savez(os.path.join(out_dir, "outputs.npz"), **{k: np.asarray(v) for k, v in values.items()})
     full_scope = "/".join(p for p in (prefix.strip("/"), block_scope) if p)

@@ -46,6 +46,7 @@ def run_keras_layer_test(
     test_mixed_precision: bool = True,
     sizes: Sequence[tuple[int, int]] = ((2, 7), (1, 1), (3, 4)),
     atol: float = 1e-6,
+    input_specs: Sequence[tf.TensorSpec] | None = None,
 ):
     """Runs the shared layer checks.
 
@@ -62,6 +63,8 @@ def run_keras_layer_test(
         test_saving: save a functional model with the layer as ``.keras``, reload in safe mode.
         test_mixed_precision: run under mixed_float16 and mixed_bfloat16.
         sizes: ``(batch, time)`` pairs to call with, under one ``tf.function`` with unknown dims.
+        input_specs: the ``tf.TensorSpec`` of each positional argument for that ``tf.function``;
+            default: every axis unknown except the last (channels).
     """
     call_kwargs = dict(call_kwargs or {})
     layer = layer_cls(**init_kwargs)
@@ -88,7 +91,7 @@ def run_keras_layer_test(
     keras.saving.deserialize_keras_object(ser)
 
     # tf.function with unknown batch and time: one trace for every size
-    specs = [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2 else [None] * np.ndim(a),
+    specs = input_specs or [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2 else [None] * np.ndim(a),
                            tf.as_dtype(np.asarray(a).dtype)) for a in args]
     fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs)
     for b, t in sizes:

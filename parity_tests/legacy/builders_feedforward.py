@@ -4,6 +4,7 @@ A build function takes ``(config, inputs, training, options)`` and returns ``(bl
 """
 from __future__ import annotations
 
+from . import tf1_blocks
 from .tf1_blocks import ACTIVATIONS, conv1d, highway
 
 
@@ -22,7 +23,24 @@ def build_highway_net(config, inputs, training, options):
     return scope, {"outputs": highway(inputs["inputs"], config["units"], scope)}
 
 
+def _block_builder(fn, default_scope):
+    """Builder of a ``fn(inputs, config, training) -> (output, masks)`` legacy function."""
+
+    def build(config, inputs, training, options):
+        out, masks = fn(inputs["inputs"], config, training)
+        outputs = {"outputs": out}
+        outputs.update({f"mask/{i}": m for i, m in enumerate(masks)})
+        return config.get("tf1_scope") or default_scope, outputs
+
+    return build
+
+
 BUILDERS = {
     "Conv1DBlock": build_conv1d_block,
     "HighwayNet": build_highway_net,
+    "EncoderConvolutions": _block_builder(tf1_blocks.encoder_convolutions, "enc_conv_layers"),
+    "Postnet": _block_builder(tf1_blocks.postnet, "postnet_convolutions"),
+    "Prenet": _block_builder(tf1_blocks.prenet, "prenet"),
+    "FrameProjection": _block_builder(tf1_blocks.frame_projection, "Linear_projection"),
+    "StopProjection": _block_builder(tf1_blocks.stop_projection, "stop_token_projection"),
 }

@@ -1,0 +1,122 @@
+"""Keras ``Postnet``: Tacotron-2's residual post-processing convolutions."""
+from __future__ import annotations
+
+import keras
+
+from .encoder_convolutions import ConvStack, hparam
+
+_SEED_LAST_INDEX = 5
+
+
+def postnet_scope_indices(num_layers: int, last_layer_scope_index: int | None, label: str = "Postnet") -> list[int]:
+    """TF1 scope indices ``conv_layer_{i}_<scope>`` of the postnet layers, first to last.
+
+    The seed names layers ``1 .. num_layers - 1`` and then hard-codes ``5`` for the last layer. With
+    ``num_layers > 5`` two layers would share ``conv_layer_5`` (TF1 refuses to build that graph), so a
+    corrected index must be asked for explicitly.
+    """
+    last = _SEED_LAST_INDEX if last_layer_scope_index is None else last_layer_scope_index
+    if isinstance(last, bool) or int(last) != last or int(last) < 1:
+        raise ValueError(f"{label}: `last_layer_scope_index` must be an integer >= 1 or None; got {last_layer_scope_index!r}.")
+    last = int(last)
+    if last < num_layers:
+        if last_layer_scope_index is None:
+            raise ValueError(
+                f"{label}: num_layers={num_layers} > 5 cannot be named as the TF1 seed does: its last layer is "
+                f"hard-coded as 'conv_layer_5_<scope>', which layer 5 already uses (TF1 refuses to build that "
+                f"graph). Pass last_layer_scope_index={num_layers} (or any index >= num_layers) to name the last "
+                f"layer 'conv_layer_{num_layers}_<scope>'.")
+        raise ValueError(f"{label}: `last_layer_scope_index`={last} collides with the scope of layer {last}; it "
+                         f"must be >= num_layers={num_layers}.")
+    return list(range(1, num_layers)) + [last]
+
+
+@keras.saving.register_keras_serializable(package="speechblocks")
+class Postnet(ConvStack):
+    """Tacotron-2 postnet: ``num_layers - 1`` conv blocks with ``activation``, then a linear conv block.
+
+    Every layer is a :class:`~tf_layers.Conv1DBlock` (conv -> TF1 batch norm -> activation -> dropout in
+    training). TF1 scopes, as the seed names them: ``conv_layer_{i}_<tf1_scope>`` for ``i = 1 ..
+    num_layers - 1`` and, for the last layer (identity activation, still batch norm and dropout),
+    the hard-coded ``conv_layer_5_<tf1_scope>`` -- also when ``num_layers < 5`` (a 3-layer postnet has
+    ``conv_layer_1``, ``conv_layer_2`` and ``conv_layer_5``). With ``num_layers > 5`` the seed's naming
+    collides (TF1 refuses to build it), so the constructor raises ``ValueError`` unless
+    ``last_layer_scope_index`` chooses a free index (e.g. ``num_layers``).
+
+    The postnet returns ``channels`` features; Tacotron-2 projects them to ``num_mels`` (``FrameProjection``
+    with ``tf1_scope="postnet_projection"``) and adds the result to the decoder output.
+
+    Args:
+        kernel_size: int, convolution width (seed: ``hparams.postnet_kernel_size``, 5).
+        channels: int, channels of every layer (seed: ``hparams.postnet_channels``, 512).
+        num_layers: int, number of layers (seed: ``hparams.postnet_num_layers``, 5).
+        drop_rate: float in [0, 1), dropout rate in training (seed: ``hparams.tacotron_dropout_rate``).
+        activation: Keras activation of all but the last layer (default ``"tanh"``).
+        tf1_scope: TF1 scope; ``None`` -> ``"postnet_convolutions"``.
+        last_layer_scope_index: ``None`` (the seed's hard-coded 5) or an int >= ``num_layers``: the last
+            layer's scope becomes ``conv_layer_{last_layer_scope_index}_<tf1_scope>``.
+        bn_position: ``"before"`` (seed) or ``"after"`` (Rayhane's later code).
+        seed: optional int seed of the dropout noise (layer ``i`` uses ``seed + i``).
+        **kwargs: base ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        inputs: float tensor ``(batch, time, in_channels)`` (e.g. ``in_channels = num_mels``).
+        training: bool; batch statistics and dropout when True.
+        dropout_masks: optional list of ``num_layers`` 0/1 keep-masks ``(batch, time, channels)`` (or
+            ``None`` entries), applied whenever given.
+
+    Returns:
+        float tensor ``(batch, time, channels)``.
+
+    Masking: not mask-aware, as in TF1.
+
+    Example:
+    >>> post = Postnet(kernel_size=5, channels=512, num_layers=5)
+    >>> post(tf.zeros((2, 9, 80))).shape
+    TensorShape([2, 9, 512])
+    """
+
+    block_label = "Postnet"
+    default_tf1_scope = "postnet_convolutions"
+
+    def __init__(self, kernel_size: int = 5, channels: int = 512, num_layers: int = 5, drop_rate: float = 0.5,
+                 activation="tanh", tf1_scope: str | None = None, last_layer_scope_index: int | None = None,
+                 bn_position: str = "before", seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self._validate_common(kernel_size, channels, num_layers, drop_rate, bn_position)
+        self.kernel_size = int(kernel_size)
+        self.channels = int(channels)
+        self.num_layers = int(num_layers)
+        self.drop_rate = float(drop_rate)
+        self.activation = keras.activations.get(activation)
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.last_layer_scope_index = None if last_layer_scope_index is None else int(last_layer_scope_index)
+        self.bn_position = bn_position
+        self.seed = seed
+        indices = postnet_scope_indices(self.num_layers, last_layer_scope_index)
+        acts = [self.activation] * (self.num_layers - 1) + [None]
+        self._make_blocks(list(zip(indices, acts)))
+
+    @classmethod
+    def from_hparams(cls, hp, **kwargs):
+        """Builds the block from Rayhane-style hparams (``postnet_kernel_size``, ``postnet_channels``,
+        ``postnet_num_layers``, ``tacotron_dropout_rate``); ``kwargs`` override or add keywords."""
+        config = dict(kernel_size=hparam(hp, "postnet_kernel_size"), channels=hparam(hp, "postnet_channels"),
+                      num_layers=hparam(hp, "postnet_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config.update(kwargs)
+        return cls(**config)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            kernel_size=self.kernel_size,
+            channels=self.channels,
+            num_layers=self.num_layers,
+            drop_rate=self.drop_rate,
+            activation=keras.activations.serialize(self.activation),
+            tf1_scope=self.tf1_scope,
+            last_layer_scope_index=self.last_layer_scope_index,
+            bn_position=self.bn_position,
+            seed=self.seed,
+        )
+        return config

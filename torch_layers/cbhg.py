@@ -1,0 +1,160 @@
+"""Torch ``CBHG``: convolution bank, highway net and bidirectional TF1 GRU (Tacotron-2's post-net CBHG)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._functional import tf_same_padding
+from ._validation import check_float_tensor, check_lengths
+from .conv1d_block import Conv1DBlock
+from .highway_net import HighwayNet
+from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
+from .tf1_gru_cell import TF1GRUCell, _bigru
+
+
+def max_pool_same(x: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """TF ``max_pooling1d(pool_size, strides=1, padding='same')`` on ``(batch, time, channels)``.
+
+    TF pads ``(pool_size − 1)//2`` frames before and the rest after; padded frames never win (−inf).
+    """
+    before, after = tf_same_padding(pool_size)
+    y = x.transpose(1, 2)
+    if before > 0 or after > 0:
+        y = F.pad(y, (before, after), value=float("-inf"))
+    return F.max_pool1d(y, pool_size, stride=1).transpose(1, 2)
+
+
+class CBHG(TF1WeightsMixin, nn.Module):
+    """CBHG as in TF1 Tacotron-2: conv bank -> max-pool -> 2 projections -> residual -> highways -> BiGRU.
+
+    Conv bank of widths ``1..K`` (:class:`Conv1DBlock`: conv -> TF1 batch norm -> relu, TF ``'same'``
+    padding), concatenated on channels; max-pool (stride 1, TF ``'same'``); ``proj1`` (relu) and ``proj2``
+    (identity); residual ``proj2 + inputs``; a dense layer to ``highway_units`` (no activation) only when
+    ``projections[1] != highway_units``; ``n_highwaynet_layers`` :class:`HighwayNet`; bidirectional TF1 GRU
+    (reset before the candidate matmul, ``bidirectional_dynamic_rnn`` length semantics). ``train()`` makes
+    batch norm use batch statistics (CBHG has no dropout).
+
+    Args:
+        input_size: input channels; must equal ``projections[1]`` (residual connection).
+        K: number of bank convolutions (widths 1..K).
+        conv_channels: channels of each bank convolution.
+        pool_size: max-pool width.
+        projections: two sizes, channels of ``proj1`` and ``proj2``.
+        projection_kernel_size: width of the projection convolutions.
+        n_highwaynet_layers: number of highway layers.
+        highway_units: highway width.
+        rnn_units: GRU units per direction.
+        tf1_scope: TF1 scope (default ``"CBHG"``); inner names as TF1 (``conv_bank/conv1d_{k}/...``,
+            ``proj1``, ``proj2``, ``dense``, ``<scope>_highwaynet_{n}``,
+            ``bidirectional_rnn/{fw,bw}/<scope>_{forward,backward}_RNN/{gates,candidate}/{kernel,bias}``).
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> cbhg = CBHG(80, 8, 128, 2, [256, 80], 3, 4, 128, 128).eval()
+        >>> cbhg(torch.zeros(2, 50, 80), torch.tensor([50, 20])).shape
+        torch.Size([2, 50, 256])
+    """
+
+    default_tf1_scope = "CBHG"
+
+    def __init__(self, input_size: int, K: int, conv_channels: int, pool_size: int, projections: Sequence[int],
+                 projection_kernel_size: int, n_highwaynet_layers: int, highway_units: int, rnn_units: int,
+                 tf1_scope: Optional[str] = None, device=None, dtype=None):
+        super().__init__()
+        for name, value in (("input_size", input_size), ("K", K), ("conv_channels", conv_channels),
+                            ("pool_size", pool_size), ("projection_kernel_size", projection_kernel_size),
+                            ("highway_units", highway_units), ("rnn_units", rnn_units)):
+            if int(value) < 1:
+                raise ValueError(f"CBHG: `{name}` must be >= 1; got {value}.")
+        if n_highwaynet_layers < 0:
+            raise ValueError(f"CBHG: `n_highwaynet_layers` must be >= 0; got {n_highwaynet_layers}.")
+        projections = [int(p) for p in projections]
+        if len(projections) != 2 or min(projections) < 1:
+            raise ValueError(f"CBHG: `projections` must hold two positive sizes (proj1, proj2); got {projections}.")
+        if input_size != projections[1]:
+            raise ValueError(f"CBHG: `input_size` ({input_size}) must equal projections[1] ({projections[1]}): "
+                             "the residual connection adds the input to proj2's output.")
+        factory = {"device": device, "dtype": dtype}
+        self.input_size = input_size
+        self.K = K
+        self.conv_channels = conv_channels
+        self.pool_size = pool_size
+        self.projections = projections
+        self.projection_kernel_size = projection_kernel_size
+        self.n_highwaynet_layers = n_highwaynet_layers
+        self.highway_units = highway_units
+        self.rnn_units = rnn_units
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.conv_bank = nn.ModuleList([Conv1DBlock(input_size, k, conv_channels, "relu", 0.0, tf1_scope=f"conv1d_{k}",
+                                                    **factory) for k in range(1, K + 1)])
+        self.proj1 = Conv1DBlock(K * conv_channels, projection_kernel_size, projections[0], "relu", 0.0,
+                                 tf1_scope="proj1", **factory)
+        self.proj2 = Conv1DBlock(projections[0], projection_kernel_size, projections[1], None, 0.0,
+                                 tf1_scope="proj2", **factory)
+        self.has_dense = projections[1] != highway_units
+        self.dense = nn.Linear(input_size, highway_units, **factory) if self.has_dense else nn.Identity()
+        self.highwaynets = nn.ModuleList([HighwayNet(highway_units, tf1_scope=f"{self.tf1_scope}_highwaynet_{i + 1}",
+                                                     **factory) for i in range(n_highwaynet_layers)])
+        self.fw_cell = TF1GRUCell(highway_units, rnn_units, f"bidirectional_rnn/fw/{self.tf1_scope}_forward_RNN",
+                                  **factory)
+        self.bw_cell = TF1GRUCell(highway_units, rnn_units, f"bidirectional_rnn/bw/{self.tf1_scope}_backward_RNN",
+                                  **factory)
+        self._shape_doc = f"(batch, time, {input_size})"
+        if self.has_dense:
+            nn.init.xavier_uniform_(self.dense.weight)
+            nn.init.zeros_(self.dense.bias)
+
+    def forward(self, inputs: torch.Tensor, input_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """
+        Args:
+            inputs: ``(batch, time, input_size)``.
+            input_lengths: optional integer ``(batch,)`` lengths in ``[0, time]``; ``None`` means full length.
+
+        Returns:
+            ``(batch, time, 2 * rnn_units)``: forward and backward GRU outputs, zeros past each length.
+        """
+        check_float_tensor(inputs, "inputs", "CBHG", 3, self.input_size, self._shape_doc)
+        if input_lengths is not None:
+            check_lengths(input_lengths, "input_lengths", "CBHG", inputs.shape[0])
+            if input_lengths.numel() > 0:
+                lo, hi = int(input_lengths.min()), int(input_lengths.max())
+                if lo < 0 or hi > inputs.shape[1]:
+                    raise ValueError("CBHG: argument `input_lengths` must lie in [0, time=" + str(inputs.shape[1])
+                                     + "]; got values in [" + str(lo) + ", " + str(hi) + "].")
+        x = torch.cat([conv(inputs) for conv in self.conv_bank], dim=-1)
+        x = max_pool_same(x, self.pool_size)
+        x = self.proj2(self.proj1(x))
+        x = x + inputs
+        if self.has_dense:
+            x = self.dense(x)
+        for hw in self.highwaynets:
+            x = hw(x)
+        fw, bw = _bigru(x, self.fw_cell.gates.weight, self.fw_cell.gates.bias, self.fw_cell.candidate.weight,
+                        self.fw_cell.candidate.bias, self.bw_cell.gates.weight, self.bw_cell.gates.bias,
+                        self.bw_cell.candidate.weight, self.bw_cell.candidate.bias, input_lengths)
+        return torch.cat([fw, bw], dim=-1)
+
+    def _tf1_variables(self):
+        out: dict[str, TF1Variable] = {}
+
+        def add(prefix, block):
+            for name, var in block._tf1_variables().items():
+                out[f"{prefix}/{name}"] = var
+
+        for k, conv in enumerate(self.conv_bank, start=1):
+            add(f"conv_bank/conv1d_{k}", conv)
+        add("proj1", self.proj1)
+        add("proj2", self.proj2)
+        if self.has_dense:
+            out["dense/kernel"] = TF1Variable(self.dense.weight, dense_to_tf1, dense_from_tf1)
+            out["dense/bias"] = TF1Variable(self.dense.bias)
+        for hw in self.highwaynets:
+            add(hw.tf1_scope, hw)
+        add(self.fw_cell.tf1_scope, self.fw_cell)
+        add(self.bw_cell.tf1_scope, self.bw_cell)
+        return out

@@ -1,0 +1,123 @@
+"""Torch ``EncoderConvolutions``: Tacotron-2's stack of encoder ``conv1d`` blocks."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+from torch import nn
+
+from ._validation import check_float_tensor
+from .conv1d_block import Conv1DBlock
+from .prenet import activation_name, check_positive_int, hparam
+from .tf1_exchange import TF1WeightsMixin
+
+
+class ConvStack(TF1WeightsMixin, nn.Module):
+    """Shared machinery of the ``conv1d`` stacks (``EncoderConvolutions``, ``Postnet``); not public."""
+
+    block_label = "ConvStack"
+
+    def _init_stack(self, in_channels: int, kernel_size: int, channels: int, num_layers: int, drop_rate: float,
+                    bn_position: str, layer_specs: Sequence[tuple[int, Optional[str]]], device, dtype) -> None:
+        label = self.block_label
+        self._label = label  # instance attribute: TorchScript does not see class attributes
+        self.in_channels = check_positive_int(in_channels, "in_channels", label)
+        self.kernel_size = check_positive_int(kernel_size, "kernel_size", label)
+        self.channels = check_positive_int(channels, "channels", label)
+        self.num_layers = check_positive_int(num_layers, "num_layers", label)
+        if not 0.0 <= drop_rate < 1.0:
+            raise ValueError(f"{label}: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+        if bn_position not in ("before", "after"):
+            raise ValueError(f"{label}: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        self.drop_rate = float(drop_rate)
+        self.bn_position = bn_position
+        blocks = []
+        for i, (index, act) in enumerate(layer_specs):
+            blocks.append(Conv1DBlock(in_channels if i == 0 else channels, kernel_size, channels, act, drop_rate,
+                                      bn_position, f"conv_layer_{index}_{self.tf1_scope}", device=device, dtype=dtype))
+        self.blocks = nn.ModuleList(blocks)
+        self._shape_doc = f"(batch, time, {in_channels})"
+
+    def forward(self, inputs: torch.Tensor, dropout_masks: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+        """
+        Args:
+            inputs: ``(batch, time, in_channels)``.
+            dropout_masks: optional list of ``num_layers`` 0/1 keep-masks ``(batch, time, channels)``
+                replacing the random dropout masks; an injected mask is applied whenever given.
+
+        Returns:
+            ``(batch, time, channels)``.
+        """
+        check_float_tensor(inputs, "inputs", self._label, 3, self.in_channels, self._shape_doc)
+        if dropout_masks is not None and len(dropout_masks) != self.num_layers:
+            raise ValueError(self._label + ": argument `dropout_masks` must be a list of " + str(self.num_layers)
+                             + " keep-masks of shape (batch, time, " + str(self.channels) + "), one per layer; got "
+                             + str(len(dropout_masks)) + ".")
+        x = inputs
+        for i, block in enumerate(self.blocks):
+            mask: Optional[torch.Tensor] = None
+            if dropout_masks is not None:
+                mask = dropout_masks[i]
+                if mask.dim() != 3 or mask.shape[0] != x.shape[0] or mask.shape[1] != x.shape[1] \
+                        or mask.shape[2] != self.channels:
+                    raise ValueError(self._label + ": argument `dropout_masks[" + str(i) + "]` must have shape ("
+                                     + str(x.shape[0]) + ", " + str(x.shape[1]) + ", " + str(self.channels)
+                                     + "); got " + str(list(mask.shape)) + ".")
+            x = block(x, mask)
+        return x
+
+    def _tf1_variables(self):
+        out = {}
+        for block in self.blocks:
+            for name, var in block._tf1_variables().items():
+                out[f"{block.tf1_scope}/{name}"] = var
+        return out
+
+
+class EncoderConvolutions(ConvStack):
+    """Tacotron-2 encoder convolutions: ``num_layers`` x (conv -> batch norm -> activation -> dropout).
+
+    Each layer is a :class:`~torch_layers.Conv1DBlock` with TF1 scope ``conv_layer_{i}_<tf1_scope>``
+    (``i`` from 1): TF ``'same'`` padding, TF1 batch norm (epsilon 1e-3, momentum 0.99), dropout only in
+    ``train()``.
+
+    Args:
+        in_channels: input channels (Rayhane: the 512-dim character embedding).
+        kernel_size: convolution width (seed: ``hparams.enc_conv_kernel_size``, 5).
+        channels: channels of every layer (seed: 512).
+        num_layers: number of layers (seed: 3).
+        drop_rate: dropout rate in [0, 1) used in training (seed: ``hparams.tacotron_dropout_rate``).
+        activation: ``"relu"`` (default), ``"tanh"``, ``"sigmoid"``, ``"linear"`` or ``None``.
+        tf1_scope: TF1 scope; ``None`` -> ``"enc_conv_layers"`` (Rayhane: ``"encoder_convolutions"``).
+        bn_position: ``"before"`` (seed) or ``"after"`` (Rayhane's later code).
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> enc = EncoderConvolutions(512).eval()
+        >>> enc(torch.zeros(2, 11, 512)).shape
+        torch.Size([2, 11, 512])
+    """
+
+    block_label = "EncoderConvolutions"
+    default_tf1_scope = "enc_conv_layers"
+
+    def __init__(self, in_channels: int, kernel_size: int = 5, channels: int = 512, num_layers: int = 3,
+                 drop_rate: float = 0.5, activation: Optional[str] = "relu", tf1_scope: Optional[str] = None,
+                 bn_position: str = "before", device=None, dtype=None):
+        super().__init__()
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.activation = activation_name(activation, self.block_label)
+        n = check_positive_int(num_layers, "num_layers", self.block_label)
+        self._init_stack(in_channels, kernel_size, channels, n, drop_rate, bn_position,
+                         [(i + 1, self.activation) for i in range(n)], device, dtype)
+
+    @classmethod
+    def from_hparams(cls, hp, in_channels: Optional[int] = None, **kwargs) -> EncoderConvolutions:
+        """Builds the block from Rayhane-style hparams (``enc_conv_kernel_size``, ``enc_conv_channels``,
+        ``enc_conv_num_layers``, ``tacotron_dropout_rate``; ``in_channels`` defaults to ``embedding_dim``)."""
+        config = dict(kernel_size=hparam(hp, "enc_conv_kernel_size"), channels=hparam(hp, "enc_conv_channels"),
+                      num_layers=hparam(hp, "enc_conv_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config.update(kwargs)
+        return cls(hparam(hp, "embedding_dim") if in_channels is None else in_channels, **config)

@@ -1,0 +1,138 @@
+"""Torch ``Prenet``: Tacotron-2's decoder pre-net, with dropout that stays on in ``eval()``."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import torch
+from torch import nn
+
+from . import activations
+from ._functional import tf1_dropout
+from ._validation import check_float_tensor
+from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
+
+_PARAMETER_FREE = ("relu", "tanh", "sigmoid", "linear")
+
+
+def activation_name(identifier: Optional[str], block: str) -> str:
+    """Canonical name of a parameter-free activation (``None`` -> ``"linear"``), else ``ValueError``."""
+    if identifier is not None and (not isinstance(identifier, str) or identifier.lower() not in _PARAMETER_FREE):
+        raise ValueError(f"{block}: `activation` must be one of {list(_PARAMETER_FREE)} or None; got {identifier!r}.")
+    return activations.name_of(identifier)
+
+
+def hparam(hp, name: str):
+    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
+    if isinstance(hp, Mapping):
+        if name not in hp:
+            raise ValueError(f"hparams: missing entry {name!r}")
+        return hp[name]
+    if not hasattr(hp, name):
+        raise ValueError(f"hparams: missing attribute {name!r}")
+    return getattr(hp, name)
+
+
+def check_positive_int(value, arg: str, block: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{block}: `{arg}` must be an integer >= 1; got {value!r}.")
+    return value
+
+
+def check_features(x: torch.Tensor, name: str, block: str, in_features: int) -> None:
+    """Checks a float ``(..., in_features)`` tensor of rank >= 2 (TorchScript compatible)."""
+    doc = "(batch, [time,] " + str(in_features) + ")"
+    if x.dim() < 2:
+        raise ValueError(block + ": argument `" + name + "` must have rank >= 2, expected shape " + doc
+                         + "; got shape " + str(list(x.shape)) + ".")
+    check_float_tensor(x, name, block, x.dim(), in_features, doc)
+
+
+class Prenet(TF1WeightsMixin, nn.Module):
+    """Tacotron-2 decoder pre-net: ``Linear -> activation -> dropout`` per layer, dropout **always on**.
+
+    As the paper and the TF1 seed, the dropout stays active in ``eval()`` too (it brings diversity
+    at synthesis): ``x / (1 - drop_rate) * keep`` with ``keep ~ Bernoulli(1 - drop_rate)``. Pass a
+    ``generator`` or inject ``dropout_masks`` for reproducible runs; ``drop_rate=0`` is deterministic.
+    TF1 variables ``dense_{i}/{kernel,bias}`` (``i`` from 1) relative to ``tf1_scope``.
+
+    Args:
+        input_size: input features.
+        layers_sizes: units of each layer (seed: ``(256, 256)``).
+        drop_rate: dropout rate in [0, 1), in training and in eval.
+        activation: ``"relu"``, ``"tanh"``, ``"sigmoid"``, ``"linear"`` or ``None``.
+        tf1_scope: TF1 scope; ``None`` -> ``"prenet"`` (Rayhane's decoder: ``"decoder_prenet"``).
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> prenet = Prenet(80, (256, 256), drop_rate=0.5)
+        >>> prenet(torch.zeros(2, 80)).shape
+        torch.Size([2, 256])
+    """
+
+    default_tf1_scope = "prenet"
+
+    def __init__(self, input_size: int, layers_sizes: Sequence[int] = (256, 256), drop_rate: float = 0.5,
+                 activation: Optional[str] = "relu", tf1_scope: Optional[str] = None, device=None, dtype=None):
+        super().__init__()
+        check_positive_int(input_size, "input_size", "Prenet")
+        if isinstance(layers_sizes, (int, str)) or len(layers_sizes) == 0:
+            raise ValueError(f"Prenet: `layers_sizes` must be a non-empty sequence of ints; got {layers_sizes!r}.")
+        for s in layers_sizes:
+            check_positive_int(s, "layers_sizes", "Prenet")
+        if not 0.0 <= drop_rate < 1.0:
+            raise ValueError(f"Prenet: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+        self.input_size = input_size
+        self.layers_sizes = [int(s) for s in layers_sizes]
+        self.drop_rate = float(drop_rate)
+        self.activation = activation_name(activation, "Prenet")
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        sizes = [input_size] + self.layers_sizes
+        self.layers = nn.ModuleList(nn.Linear(sizes[i], sizes[i + 1], device=device, dtype=dtype)
+                                    for i in range(len(self.layers_sizes)))
+
+    @classmethod
+    def from_hparams(cls, hp, input_size: int, **kwargs) -> Prenet:
+        """Builds the block from Rayhane-style hparams (``prenet_layers``, ``tacotron_dropout_rate``)."""
+        config = dict(layers_sizes=list(hparam(hp, "prenet_layers")), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config.update(kwargs)
+        return cls(input_size, **config)
+
+    def forward(self, inputs: torch.Tensor, dropout_masks: Optional[list[torch.Tensor]] = None,
+                generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """
+        Args:
+            inputs: ``(batch, input_size)`` (one decoder step) or ``(batch, time, input_size)``.
+            dropout_masks: optional list of one 0/1 keep-mask per layer, mask ``i`` of shape
+                ``(..., layers_sizes[i])``, replacing the random masks.
+            generator: optional ``torch.Generator`` of the random masks.
+
+        Returns:
+            ``(..., layers_sizes[-1])``.
+        """
+        check_features(inputs, "inputs", "Prenet", self.input_size)
+        if dropout_masks is not None and len(dropout_masks) != len(self.layers_sizes):
+            raise ValueError("Prenet: argument `dropout_masks` must be a list of " + str(len(self.layers_sizes))
+                             + " keep-masks, one per layer; got " + str(len(dropout_masks)) + ".")
+        x = inputs
+        for i, layer in enumerate(self.layers):
+            x = activations.apply(self.activation, layer(x))
+            mask: Optional[torch.Tensor] = None
+            if dropout_masks is not None:
+                mask = dropout_masks[i]
+                if mask.shape != x.shape:
+                    raise ValueError("Prenet: argument `dropout_masks[" + str(i) + "]` must have shape "
+                                     + str(list(x.shape)) + "; got " + str(list(mask.shape)) + ".")
+            x = tf1_dropout(x, self.drop_rate, mask, generator)  # on in train() and eval() alike
+        return x
+
+    def extra_repr(self) -> str:
+        return f"drop_rate={self.drop_rate}, activation={self.activation!r}, tf1_scope={self.tf1_scope!r}"
+
+    def _tf1_variables(self):
+        out = {}
+        for i, layer in enumerate(self.layers):
+            out[f"dense_{i + 1}/kernel"] = TF1Variable(layer.weight, dense_to_tf1, dense_from_tf1)
+            out[f"dense_{i + 1}/bias"] = TF1Variable(layer.bias)
+        return out

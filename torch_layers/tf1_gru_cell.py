@@ -1,0 +1,163 @@
+"""Torch ``TF1GRUCell`` (TF1 ``GRUCell`` maths: reset *before* the candidate matmul) and a fast
+bidirectional loop over it.
+
+``nn.GRU`` applies the reset gate after its recurrent matmul and computes another function, so the
+cell is written out. The sequence loop precomputes the input halves of both matmuls for every step
+and both directions at once, and loops only over the recurrent halves.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from ._gru_layout import split_input_recurrent
+from ._validation import check_float_tensor
+from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
+
+__all__ = ["TF1GRUCell", "bidirectional_tf1_gru"]
+
+
+class TF1GRUCell(TF1WeightsMixin, nn.Module):
+    """One step of TF1's ``GRUCell``.
+
+    ``[r, u] = σ(concat([x, h]) Wgᵀ + bg)``, ``c = tanh(concat([x, r·h]) Wcᵀ + bc)``, ``h' = u·h + (1 − u)·c``.
+    Initialised as TF1: Glorot-uniform kernels, gate bias 1.0, candidate bias 0.
+
+    Args:
+        input_size: size of ``x``.
+        num_units: state size ``u``.
+        tf1_scope: TF1 scope of the cell; TF1 names ``gates/kernel``, ``gates/bias``, ``candidate/kernel``,
+            ``candidate/bias``.
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> cell = TF1GRUCell(8, 16)
+        >>> cell(torch.zeros(2, 8), torch.zeros(2, 16)).shape
+        torch.Size([2, 16])
+    """
+
+    default_tf1_scope = "gru_cell"
+
+    def __init__(self, input_size: int, num_units: int, tf1_scope: Optional[str] = None, device=None, dtype=None):
+        super().__init__()
+        if input_size < 1 or num_units < 1:
+            raise ValueError(f"TF1GRUCell: `input_size` and `num_units` must be >= 1; got {input_size}, {num_units}.")
+        self.input_size = input_size
+        self.num_units = num_units
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.gates = nn.Linear(input_size + num_units, 2 * num_units, device=device, dtype=dtype)
+        self.candidate = nn.Linear(input_size + num_units, num_units, device=device, dtype=dtype)
+        self._in_doc = f"(batch, {input_size})"
+        self._state_doc = f"(batch, {num_units})"
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """TF1 initialisation: Glorot-uniform kernels, ``gates/bias`` 1.0, ``candidate/bias`` 0."""
+        nn.init.xavier_uniform_(self.gates.weight)
+        nn.init.constant_(self.gates.bias, 1.0)
+        nn.init.xavier_uniform_(self.candidate.weight)
+        nn.init.zeros_(self.candidate.bias)
+
+    def forward(self, inputs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            inputs: ``(batch, input_size)``.
+            state: ``(batch, num_units)``.
+
+        Returns:
+            the new state (= output) ``(batch, num_units)``.
+        """
+        check_float_tensor(inputs, "inputs", "TF1GRUCell", 2, self.input_size, self._in_doc)
+        check_float_tensor(state, "state", "TF1GRUCell", 2, self.num_units, self._state_doc)
+        gates = torch.sigmoid(self.gates(torch.cat([inputs, state], dim=1)))
+        r, u = gates.chunk(2, dim=1)
+        c = torch.tanh(self.candidate(torch.cat([inputs, r * state], dim=1)))
+        return u * state + (1.0 - u) * c
+
+    def _tf1_variables(self):
+        return {
+            "gates/kernel": TF1Variable(self.gates.weight, dense_to_tf1, dense_from_tf1),
+            "gates/bias": TF1Variable(self.gates.bias),
+            "candidate/kernel": TF1Variable(self.candidate.weight, dense_to_tf1, dense_from_tf1),
+            "candidate/bias": TF1Variable(self.candidate.bias),
+        }
+
+
+def _reverse_within_lengths(x: torch.Tensor, lengths: Optional[torch.Tensor]) -> torch.Tensor:
+    """``tf.reverse_sequence`` on ``(batch, time, channels)`` (TorchScript-friendly 3-D form of
+    :func:`torch_layers._sequence.reverse_within_lengths`); ``None`` reverses the whole time axis."""
+    if lengths is None:
+        return torch.flip(x, dims=[1])
+    steps = x.shape[1]
+    ar = torch.arange(steps, device=x.device).unsqueeze(0)
+    lens = lengths.to(device=x.device, dtype=torch.long).unsqueeze(1)
+    idx = torch.where(ar < lens, lens - 1 - ar, ar)  # (batch, time)
+    return torch.gather(x, 1, idx.unsqueeze(2).expand(x.shape[0], steps, x.shape[2]))
+
+
+def _recurrence(xg: torch.Tensor, xc: torch.Tensor, gh: torch.Tensor, ch: torch.Tensor) -> torch.Tensor:
+    """The recurrent halves: ``xg (T, D, B, 2u)``, ``xc (T, D, B, u)`` (input parts incl. biases),
+    ``gh (D, u, 2u)``, ``ch (D, u, u)`` -> states ``(T, D, B, u)`` from the zero state."""
+    steps, d, b, u = xc.shape[0], xc.shape[1], xc.shape[2], xc.shape[3]
+    h = torch.zeros(d, b, u, dtype=xc.dtype, device=xc.device)
+    outs = torch.empty(steps, d, b, u, dtype=xc.dtype, device=xc.device)
+    for t in range(steps):
+        gates = torch.sigmoid(torch.baddbmm(xg[t], h, gh))
+        r, z = gates.chunk(2, dim=2)
+        c = torch.tanh(torch.baddbmm(xc[t], r * h, ch))
+        h = z * h + (1.0 - z) * c
+        outs[t] = h
+    return outs
+
+
+
+def bidirectional_tf1_gru(inputs: torch.Tensor, fw_cell: TF1GRUCell, bw_cell: TF1GRUCell,
+                          lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``bidirectional_dynamic_rnn(fw_cell, bw_cell, inputs, sequence_length=lengths)`` from the zero state.
+
+    Args:
+        inputs: ``(batch, time, input_size)``.
+        fw_cell: forward :class:`TF1GRUCell`.
+        bw_cell: backward :class:`TF1GRUCell` (same sizes).
+        lengths: ``(batch,)`` integer lengths or ``None`` (full length). The backward direction sees each
+            sequence reversed within its own length; outputs past a length are zeros.
+
+    Returns:
+        ``(fw_outputs, bw_outputs)``, each ``(batch, time, num_units)``.
+    """
+    return _bigru(inputs, fw_cell.gates.weight, fw_cell.gates.bias, fw_cell.candidate.weight, fw_cell.candidate.bias,
+                  bw_cell.gates.weight, bw_cell.gates.bias, bw_cell.candidate.weight, bw_cell.candidate.bias, lengths)
+
+
+def _bigru(inputs: torch.Tensor, fgw: torch.Tensor, fgb: torch.Tensor, fcw: torch.Tensor, fcb: torch.Tensor,
+           bgw: torch.Tensor, bgb: torch.Tensor, bcw: torch.Tensor, bcb: torch.Tensor,
+           lengths: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    b, steps, n_in = inputs.shape[0], inputs.shape[1], inputs.shape[2]
+    u = fcb.shape[0]
+    fgx, fgh = split_input_recurrent(fgw, n_in)
+    fcx, fch = split_input_recurrent(fcw, n_in)
+    bgx, bgh = split_input_recurrent(bgw, n_in)
+    bcx, bch = split_input_recurrent(bcw, n_in)
+    x2 = torch.stack([inputs, _reverse_within_lengths(inputs, lengths)]).reshape(2, b * steps, n_in)
+    # input halves of both matmuls, every step, both directions: (2, B*T, 3u)
+    wx = torch.stack([torch.cat([fgx, fcx], 0), torch.cat([bgx, bcx], 0)]).transpose(1, 2)
+    bias = torch.stack([torch.cat([fgb, fcb]), torch.cat([bgb, bcb])]).unsqueeze(1)
+    proj = torch.baddbmm(bias, x2, wx).reshape(2, b, steps, 3 * u).permute(2, 0, 1, 3)  # (T, 2, B, 3u)
+    xg = proj[..., : 2 * u]
+    xc = proj[..., 2 * u:]
+    gh = torch.stack([fgh, bgh]).transpose(1, 2)  # (2, u, 2u)
+    ch = torch.stack([fch, bch]).transpose(1, 2)  # (2, u, u)
+    outs = _recurrence(xg, xc, gh, ch)
+    outs = outs.permute(1, 2, 0, 3)  # (2, B, T, u)
+    fw = outs[0]
+    bw = _reverse_within_lengths(outs[1], lengths)
+    if lengths is not None:
+        valid = (torch.arange(steps, device=inputs.device).unsqueeze(0)
+                 < lengths.to(inputs.device).unsqueeze(1)).unsqueeze(2)
+        zeros = torch.zeros_like(fw)
+        fw = torch.where(valid, fw, zeros)
+        bw = torch.where(valid, bw, zeros)
+    return fw, bw

@@ -24,16 +24,18 @@ class _ChannelAffineNorm(nn.Module):
         if channel_size < 1:
             raise ValueError(f"{type(self).__name__}: `channel_size` must be >= 1; got {channel_size}.")
         self.channel_size = channel_size
+        self._name = type(self).__name__
+        self.eps = EPS
         self.gamma = nn.Parameter(torch.ones(channel_size, device=device, dtype=dtype))
         self.beta = nn.Parameter(torch.zeros(channel_size, device=device, dtype=dtype))
 
     def _affine(self, normed: torch.Tensor) -> torch.Tensor:
         shape = [1, self.channel_size] + [1] * (normed.dim() - 2)
-        return normed * self.gamma.view(shape) + self.beta.view(shape)
+        return torch.addcmul(self.beta.view(shape), normed, self.gamma.view(shape))
 
     def _check(self, x: torch.Tensor) -> None:
         if x.dim() < 2 or x.shape[1] != self.channel_size:
-            raise ValueError(type(self).__name__ + ": argument `x` must have shape (batch, "
+            raise ValueError(self._name + ": argument `x` must have shape (batch, "
                              + str(self.channel_size) + ", *); got shape " + str(list(x.shape)) + ".")
 
     def extra_repr(self) -> str:
@@ -63,10 +65,8 @@ class GlobLN(_ChannelAffineNorm):
         """
         self._check(x)
         dims = list(range(1, x.dim()))
-        mean = x.mean(dim=dims, keepdim=True)
-        centred = x - mean
-        var = (centred * centred).mean(dim=dims, keepdim=True)
-        return self._affine(centred / torch.sqrt(var + EPS))
+        var, mean = torch.var_mean(x, dim=dims, correction=0, keepdim=True)
+        return self._affine((x - mean) / torch.sqrt(var + self.eps))
 
 
 class ChanLN(_ChannelAffineNorm):
@@ -91,10 +91,8 @@ class ChanLN(_ChannelAffineNorm):
             normalised tensor of the same shape.
         """
         self._check(x)
-        mean = x.mean(dim=1, keepdim=True)
-        centred = x - mean
-        var = (centred * centred).mean(dim=1, keepdim=True)
-        return self._affine(centred / torch.sqrt(var + EPS))
+        var, mean = torch.var_mean(x, dim=1, correction=0, keepdim=True)
+        return self._affine((x - mean) / torch.sqrt(var + self.eps))
 
 
 _NORMS: dict[str, Callable[..., nn.Module]] = {"gLN": GlobLN, "cLN": ChanLN}

@@ -1,0 +1,329 @@
+"""Keras ``SpeakerEncoder``: twin of the torch GE2E speaker encoder, with torch state-dict exchange.
+
+Also home of :class:`TorchStateMixin`, the torch state-dict exchange used by the Keras twins of the
+torch-native modules (``SpeakerEncoder``, ``TAC``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ._validation import check_float_tensor
+
+__all__ = ["SpeakerEncoder", "TorchStateMixin", "TorchStateError", "TorchLoadReport"]
+
+
+class TorchStateError(ValueError):
+    """A torch state dict does not fit the layer; the message lists every problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchLoadReport:
+    """What ``load_torch_state_dict`` did: keys ``loaded``, ``missing`` and ``unexpected``."""
+
+    loaded: tuple
+    missing: tuple
+    unexpected: tuple
+
+
+@dataclasses.dataclass
+class TorchExchange:
+    """One Keras variable and the torch keys it is exchanged with.
+
+    Args:
+        variable: the Keras variable.
+        keys: torch state-dict keys (usually one; an LSTM bias takes ``bias_ih`` and ``bias_hh``).
+        shapes: torch shapes of those keys.
+        to_torch: Keras value (numpy) -> tuple of torch-layout arrays, one per key.
+        from_torch: tuple of torch-layout arrays -> Keras value.
+    """
+
+    variable: object
+    keys: tuple
+    shapes: tuple
+    to_torch: Callable = lambda v: (v,)  # noqa: E731
+    from_torch: Callable = lambda parts: parts[0]  # noqa: E731
+
+
+def _to_numpy(value) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class TorchStateMixin:
+    """Torch state-dict exchange for a Keras layer.
+
+    Implement ``_torch_exchanges() -> list[TorchExchange]`` (the layer built) and
+    ``_build_from_torch_state(state)`` (build an unbuilt layer from the weight shapes). You get
+    ``torch_state_dict()`` and all-or-nothing ``load_torch_state_dict(state_dict, strict=True)``.
+    """
+
+    def torch_state_dict(self) -> dict[str, np.ndarray]:
+        """The weights as a torch state dict: ``{key: numpy array in torch layout}`` (the variables' dtype)."""
+        if not self.built:
+            raise ValueError(f"{type(self).__name__}: build the layer (call it once) before torch_state_dict().")
+        out = {}
+        for ex in self._torch_exchanges():
+            parts = ex.to_torch(np.asarray(keras.ops.convert_to_numpy(ex.variable)))
+            for key, part in zip(ex.keys, parts):
+                out[key] = np.ascontiguousarray(part)
+        return out
+
+    def load_torch_state_dict(self, state_dict, strict: bool = True) -> TorchLoadReport:
+        """Loads a torch state dict (numpy arrays or torch tensors) into the layer.
+
+        All or nothing: with ``strict``, every expected key must be present with the torch shape and no
+        unknown key may appear; any problem raises one :class:`TorchStateError` (a ``ValueError``) that
+        lists every problem, and nothing is assigned. Without ``strict``, missing and unknown keys are
+        reported, wrong shapes still raise. An unbuilt layer builds itself from the weight shapes.
+
+        Args:
+            state_dict: ``{key: array}`` with the torch module's keys and layouts.
+            strict: require exactly the expected keys.
+
+        Returns:
+            a :class:`TorchLoadReport`.
+        """
+        arrays = {k: _to_numpy(v) for k, v in dict(state_dict).items()}
+        name = type(self).__name__
+        if not self.built:
+            try:
+                self._build_from_torch_state(arrays)
+            except (KeyError, IndexError, ValueError, TypeError) as e:
+                raise TorchStateError(f"{name}: cannot build the layer from the state dict: {e}") from e
+        exchanges = self._torch_exchanges()
+        expected = {k for ex in exchanges for k in ex.keys}
+        problems = []
+        missing = sorted(expected - set(arrays))
+        unexpected = sorted(set(arrays) - expected)
+        if strict:
+            problems += [f"missing key {k!r}" for k in missing]
+            problems += [f"unexpected key {k!r}" for k in unexpected]
+        assign = []
+        loaded = []
+        for ex in exchanges:
+            present = [k in arrays for k in ex.keys]
+            if not all(present):
+                continue
+            ok = True
+            for key, shape in zip(ex.keys, ex.shapes):
+                got = arrays[key]
+                if tuple(got.shape) != tuple(shape):
+                    problems.append(f"key {key!r}: expected shape {tuple(shape)}, got {tuple(got.shape)}")
+                    ok = False
+                elif not np.issubdtype(got.dtype, np.floating):
+                    problems.append(f"key {key!r}: expected a floating array, got dtype {got.dtype}")
+                    ok = False
+            if ok:
+                value = ex.from_torch(tuple(arrays[k].astype(np.float64) for k in ex.keys))
+                assign.append((ex.variable, value))
+                loaded.extend(ex.keys)
+        if problems:
+            raise TorchStateError(f"{name}.load_torch_state_dict: {len(problems)} problem(s):\n  - "
+                                  + "\n  - ".join(problems))
+        for variable, value in assign:
+            variable.assign(np.asarray(value, dtype=variable.dtype).reshape(tuple(variable.shape)))
+        return TorchLoadReport(tuple(loaded), tuple(missing), tuple(unexpected))
+
+
+def _stat_dtype(dtype):
+    """float64 stays float64; float16/bfloat16/float32 compute in float32."""
+    return tf.float64 if tf.as_dtype(dtype) == tf.float64 else tf.float32
+
+
+def _l2_normalise(x, eps: float | None):
+    """``x / (||x|| + eps)`` over the last axis, computed in float32 (float64 for float64), in ``x``'s dtype."""
+    x32 = tf.cast(x, _stat_dtype(x.dtype))
+    norm = tf.norm(x32, axis=-1, keepdims=True)
+    if eps is not None:
+        norm = norm + eps
+    return tf.cast(x32 / norm, x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="speechblocks")
+class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
+    """GE2E speaker encoder (Real-Time-Voice-Cloning), the Keras twin of ``torch_layers.SpeakerEncoder``.
+
+    ``model_num_layers`` stacked LSTMs over mel frames; the last layer's final hidden state goes
+    through a dense layer + ReLU and is L2-normalised (``e / (||e|| + 1e-5)``). ``similarity_matrix``
+    and ``loss`` are GE2E's (inclusive centroids for other speakers, exclusive for the own speaker,
+    ``w * cos + b`` with ``w = 10``, ``b = -5`` initially, mean softmax cross-entropy).
+
+    Torch exchange (``torch_state_dict`` / ``load_torch_state_dict``) uses the torch keys ``lstm.*``,
+    ``linear.*``, ``similarity_weight``, ``similarity_bias``. Keras' LSTM gate order (i, f, c, o) equals
+    torch's (i, f, g, o), so kernels are transposes. Torch keeps two LSTM biases (``bias_ih``,
+    ``bias_hh``) that are only ever added: the Keras bias stores their **sum**; on export ``bias_ih_l{k}``
+    carries the sum and ``bias_hh_l{k}`` is zero (same outputs; a torch->Keras->torch round trip keeps
+    the outputs, not the split).
+
+    Args:
+        mel_n_channels: mel channels per frame.
+        model_hidden_size: LSTM units.
+        model_num_layers: LSTM layers.
+        model_embedding_size: embedding size.
+        **kwargs: base ``keras.layers.Layer`` arguments (``name``, ``dtype``, ...).
+
+    Call arguments:
+        utterances: float tensor ``(batch, frames, mel_n_channels)``.
+        training: unused (no dropout); accepted for the Keras contract.
+
+    Returns:
+        ``(batch, model_embedding_size)`` L2-normalised embeddings (in the compute dtype; the
+        normalisation is done in float32).
+
+    Masking: not mask-aware; every frame is used (utterances of a batch share a length, as upstream).
+
+    Example:
+    >>> enc = SpeakerEncoder(mel_n_channels=40)
+    >>> enc(tf.zeros((3, 50, 40))).shape
+    TensorShape([3, 256])
+    """
+
+    def __init__(self, mel_n_channels: int = 40, model_hidden_size: int = 256, model_num_layers: int = 3,
+                 model_embedding_size: int = 256, **kwargs):
+        super().__init__(**kwargs)
+        for arg, value in (("mel_n_channels", mel_n_channels), ("model_hidden_size", model_hidden_size),
+                           ("model_num_layers", model_num_layers), ("model_embedding_size", model_embedding_size)):
+            if int(value) < 1:
+                raise ValueError(f"SpeakerEncoder: `{arg}` must be >= 1; got {value}.")
+        self.mel_n_channels = int(mel_n_channels)
+        self.model_hidden_size = int(model_hidden_size)
+        self.model_num_layers = int(model_num_layers)
+        self.model_embedding_size = int(model_embedding_size)
+        self.lstms = [
+            keras.layers.LSTM(self.model_hidden_size, return_sequences=k < self.model_num_layers - 1,
+                              dtype=self.dtype_policy, name=f"lstm_{k}")
+            for k in range(self.model_num_layers)
+        ]
+        self.linear = keras.layers.Dense(self.model_embedding_size, activation="relu", dtype=self.dtype_policy,
+                                         name="linear")
+        self._shape_doc = f"(batch, frames, {self.mel_n_channels})"
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.mel_n_channels)
+        for lstm in self.lstms:
+            lstm.build(shape)
+            shape = (None, None, self.model_hidden_size)
+        self.linear.build((None, self.model_hidden_size))
+        self.similarity_weight = self.add_weight(shape=(1,), initializer=keras.initializers.Constant(10.0),
+                                                 name="similarity_weight")
+        self.similarity_bias = self.add_weight(shape=(1,), initializer=keras.initializers.Constant(-5.0),
+                                               name="similarity_bias")
+
+    def call(self, utterances, training=None):
+        check_float_tensor(utterances, "utterances", "SpeakerEncoder", rank=3, last_dim=self.mel_n_channels,
+                           shape_doc=self._shape_doc)
+        x = utterances
+        for lstm in self.lstms:
+            x = lstm(x, training=training)
+        return _l2_normalise(self.linear(x), 1e-5)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.model_embedding_size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(mel_n_channels=self.mel_n_channels, model_hidden_size=self.model_hidden_size,
+                      model_num_layers=self.model_num_layers, model_embedding_size=self.model_embedding_size)
+        return config
+
+    # -- GE2E ---------------------------------------------------------------------------------
+    def similarity_matrix(self, embeds):
+        """GE2E similarity matrix, scaled: ``w * cos + b`` (computed in float32, or float64 for float64 input).
+
+        Args:
+            embeds: ``(speakers_per_batch, utterances_per_speaker, embedding_size)``.
+
+        Returns:
+            float32 (float64) ``(speakers_per_batch, utterances_per_speaker, speakers_per_batch)``; entry ``[j, i, k]``
+            compares utterance ``i`` of speaker ``j`` with speaker ``k``'s centroid (exclusive when
+            ``k == j``).
+        """
+        embeds = tf.convert_to_tensor(embeds)
+        check_float_tensor(embeds, "embeds", "SpeakerEncoder", rank=3,
+                           shape_doc="(speakers_per_batch, utterances_per_speaker, embedding_size)")
+        n_utt_static = embeds.shape[1]
+        if n_utt_static is not None and n_utt_static < 2:
+            raise ValueError("SpeakerEncoder: argument `embeds` needs >= 2 utterances per speaker (exclusive "
+                             "centroids), expected shape (speakers_per_batch, utterances_per_speaker, "
+                             f"embedding_size); got shape {embeds.shape}.")
+        if not self.built:
+            self.build()
+        dt = _stat_dtype(embeds.dtype)
+        e = tf.cast(embeds, dt)
+        n_spk = tf.shape(e)[0]
+        n_utt = tf.cast(tf.shape(e)[1], dt)
+        incl = _l2_normalise(tf.reduce_mean(e, axis=1), 1e-5)  # (S, D)
+        excl = _l2_normalise((tf.reduce_sum(e, axis=1, keepdims=True) - e) / (n_utt - 1.0), 1e-5)  # (S, U, D)
+        cross = tf.einsum("sud,kd->suk", e, incl)
+        own = tf.reduce_sum(e * excl, axis=2)
+        eye = tf.cast(tf.eye(n_spk), tf.bool)[:, tf.newaxis, :]
+        sim = tf.where(eye, own[:, :, tf.newaxis], cross)
+        w = tf.cast(keras.ops.convert_to_tensor(self.similarity_weight), dt)
+        b = tf.cast(keras.ops.convert_to_tensor(self.similarity_bias), dt)
+        return sim * w + b
+
+    def loss(self, embeds, compute_eer: bool = False):
+        """GE2E softmax loss (mean cross-entropy of each utterance against its own speaker).
+
+        Args:
+            embeds: ``(speakers_per_batch, utterances_per_speaker, embedding_size)``.
+            compute_eer: also compute the equal error rate (eager only; scikit-learn + scipy, as the
+                torch module). Off by default here so the loss works inside ``tf.function``.
+
+        Returns:
+            ``(loss, eer)``: float32 scalar tensor; float EER or ``None``.
+        """
+        sim = self.similarity_matrix(embeds)
+        n_spk = tf.shape(sim)[0]
+        n_utt = tf.shape(sim)[1]
+        logits = tf.reshape(sim, (-1, n_spk))
+        labels = tf.repeat(tf.range(n_spk), n_utt)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        eer = None
+        if compute_eer:
+            eer = _eer(np.asarray(logits))
+        return loss, eer
+
+    # -- torch exchange -----------------------------------------------------------------------
+    def _build_from_torch_state(self, state):
+        self.build()
+
+    def _torch_exchanges(self):
+        h = self.model_hidden_size
+        out = []
+        for k, lstm in enumerate(self.lstms):
+            cell = lstm.cell
+            n_in = self.mel_n_channels if k == 0 else h
+            out.append(TorchExchange(cell.kernel, (f"lstm.weight_ih_l{k}",), ((4 * h, n_in),),
+                                     lambda v: (v.T,), lambda p: p[0].T))
+            out.append(TorchExchange(cell.recurrent_kernel, (f"lstm.weight_hh_l{k}",), ((4 * h, h),),
+                                     lambda v: (v.T,), lambda p: p[0].T))
+            out.append(TorchExchange(cell.bias, (f"lstm.bias_ih_l{k}", f"lstm.bias_hh_l{k}"), ((4 * h,), (4 * h,)),
+                                     lambda v: (v, np.zeros_like(v)), lambda p: p[0] + p[1]))
+        e = self.model_embedding_size
+        out.append(TorchExchange(self.linear.kernel, ("linear.weight",), ((e, h),), lambda v: (v.T,),
+                                 lambda p: p[0].T))
+        out.append(TorchExchange(self.linear.bias, ("linear.bias",), ((e,),)))
+        out.append(TorchExchange(self.similarity_weight, ("similarity_weight",), ((1,),)))
+        out.append(TorchExchange(self.similarity_bias, ("similarity_bias",), ((1,),)))
+        return out
+
+
+def _eer(logits: np.ndarray) -> float:
+    """EER of flattened one-hot labels vs scores, ROC + brentq on its interpolation (as upstream)."""
+    from scipy.interpolate import interp1d
+    from scipy.optimize import brentq
+    from sklearn.metrics import roc_curve
+
+    n_spk = logits.shape[-1]
+    n_utt = logits.shape[0] // n_spk
+    labels = np.repeat(np.eye(n_spk, dtype=np.int32), n_utt, axis=0)
+    fpr, tpr, _ = roc_curve(labels.reshape(-1), logits.reshape(-1))
+    curve = interp1d(fpr, tpr)
+    return float(brentq(lambda v: 1.0 - v - curve(v), 0.0, 1.0))

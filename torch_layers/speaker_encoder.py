@@ -1,0 +1,311 @@
+"""Torch ``SpeakerEncoder``: the GE2E speaker encoder of Real-Time-Voice-Cloning, vectorised, safe loading."""
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils import clip_grad_norm_
+
+from ._validation import check_float_tensor
+
+__all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
+
+
+def partial_windows(n_frames: int, partials_n_frames: int = 160, overlap: float = 0.5,
+                    min_coverage: float = 0.75) -> list[tuple[int, int]]:
+    """Frame windows ``[start, stop)`` used to embed a whole utterance (RTVC's partial-utterance rule).
+
+    Windows are ``partials_n_frames`` long and start every ``step = max(round(partials_n_frames *
+    (1 - overlap)), 1)`` frames: ``start = 0, step, 2*step, ...`` while ``start <= n_frames -
+    partials_n_frames + step`` (at least one window). A window may run past the utterance (it is padded);
+    the **last** window is dropped when it covers less than ``min_coverage`` of its frames with real
+    frames, unless it is the only one.
+
+    Example (160 frames, 50 % overlap, 75 %): 200 frames -> ``[(0, 160), (80, 240)]`` (the second covers
+    120/160 = 75 %: kept); 180 frames -> ``[(0, 160)]`` (``(80, 240)`` covers 100/160: dropped);
+    100 frames -> ``[(0, 160)]`` (the only window, kept).
+
+    Args:
+        n_frames: number of frames of the utterance (>= 1).
+        partials_n_frames: window length in frames.
+        overlap: overlap of consecutive windows in [0, 1).
+        min_coverage: minimum real-frame fraction of the last window in (0, 1].
+
+    Returns:
+        list of ``(start, stop)`` frame ranges.
+    """
+    if n_frames < 1:
+        raise ValueError(f"partial_windows: `n_frames` must be >= 1; got {n_frames}.")
+    if partials_n_frames < 1:
+        raise ValueError(f"partial_windows: `partials_n_frames` must be >= 1; got {partials_n_frames}.")
+    if not 0.0 <= overlap < 1.0:
+        raise ValueError(f"partial_windows: `overlap` must lie in [0, 1); got {overlap}.")
+    if not 0.0 < min_coverage <= 1.0:
+        raise ValueError(f"partial_windows: `min_coverage` must lie in (0, 1]; got {min_coverage}.")
+    step = max(int(round(partials_n_frames * (1.0 - overlap))), 1)
+    last_start = max(0, n_frames - partials_n_frames + step)
+    windows = [(s, s + partials_n_frames) for s in range(0, last_start + 1, step)]
+    start, stop = windows[-1]
+    coverage = (n_frames - start) / (stop - start)
+    if coverage < min_coverage and len(windows) > 1:
+        windows.pop()
+    return windows
+
+
+def ge2e_eer(sim_matrix: torch.Tensor) -> float:
+    """Equal error rate of a GE2E similarity matrix, as RTVC computes it.
+
+    Labels are the flattened one-hot speaker identities, scores the flattened (scaled) similarity
+    matrix; ``sklearn.metrics.roc_curve`` gives the ROC, and ``scipy.optimize.brentq`` finds where
+    ``1 - fpr = tpr`` on its linear interpolation (``scipy.interpolate.interp1d``). scikit-learn and
+    scipy are imported here only.
+
+    Args:
+        sim_matrix: ``(speakers, utterances, speakers)`` or ``(speakers * utterances, speakers)``.
+
+    Returns:
+        the EER as a float.
+    """
+    from scipy.interpolate import interp1d
+    from scipy.optimize import brentq
+    from sklearn.metrics import roc_curve
+
+    n_spk = sim_matrix.shape[-1]
+    scores = sim_matrix.detach().reshape(-1, n_spk).cpu()
+    n_utt = scores.shape[0] // n_spk
+    labels = torch.eye(n_spk, dtype=torch.int32).repeat_interleave(n_utt, dim=0)
+    fpr, tpr, _ = roc_curve(labels.numpy().reshape(-1), scores.numpy().reshape(-1))
+    curve = interp1d(fpr, tpr)
+    return float(brentq(lambda v: 1.0 - v - curve(v), 0.0, 1.0))
+
+
+class SpeakerEncoder(nn.Module):
+    """GE2E speaker encoder (Wan et al., 2018) as in Real-Time-Voice-Cloning, with upstream state-dict keys.
+
+    A ``model_num_layers``-layer LSTM over mel frames; the last layer's final hidden state goes through
+    ``linear`` + ReLU and is L2-normalised (``e / (||e|| + 1e-5)``). ``similarity_matrix`` and ``loss``
+    implement GE2E's softmax loss with inclusive centroids for other speakers and exclusive centroids for
+    the utterance's own speaker, scaled by ``similarity_weight`` (init 10) and ``similarity_bias`` (init -5);
+    both are vectorised (no loop over speakers, no numpy; the centroid dot products are one matmul
+    accumulated in float64). Keys: ``lstm.*``, ``linear.*``,
+    ``similarity_weight``, ``similarity_bias``: an RTVC ``encoder.pt`` loads with :meth:`from_checkpoint`.
+
+    Args:
+        mel_n_channels: mel channels per frame.
+        model_hidden_size: LSTM units.
+        model_num_layers: LSTM layers.
+        model_embedding_size: embedding size.
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> enc = SpeakerEncoder(mel_n_channels=40).eval()
+        >>> enc(torch.randn(3, 50, 40)).shape
+        torch.Size([3, 256])
+    """
+
+    def __init__(self, mel_n_channels: int = 40, model_hidden_size: int = 256, model_num_layers: int = 3,
+                 model_embedding_size: int = 256, device=None, dtype=None):
+        super().__init__()
+        for name, value in (("mel_n_channels", mel_n_channels), ("model_hidden_size", model_hidden_size),
+                            ("model_num_layers", model_num_layers), ("model_embedding_size", model_embedding_size)):
+            if int(value) < 1:
+                raise ValueError(f"SpeakerEncoder: `{name}` must be >= 1; got {value}.")
+        self.mel_n_channels = int(mel_n_channels)
+        self.model_hidden_size = int(model_hidden_size)
+        self.model_num_layers = int(model_num_layers)
+        self.model_embedding_size = int(model_embedding_size)
+        f = dict(device=device, dtype=dtype)
+        self.lstm = nn.LSTM(self.mel_n_channels, self.model_hidden_size, self.model_num_layers, batch_first=True, **f)
+        self.linear = nn.Linear(self.model_hidden_size, self.model_embedding_size, **f)
+        self.relu = nn.ReLU()
+        self.similarity_weight = nn.Parameter(torch.full((1,), 10.0, **f))
+        self.similarity_bias = nn.Parameter(torch.full((1,), -5.0, **f))
+        self._shape_doc = f"(batch, frames, {self.mel_n_channels})"
+
+    # -- embeddings ---------------------------------------------------------------------------
+    def forward(self, utterances: torch.Tensor,
+                hidden_init: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """
+        Args:
+            utterances: mel frames ``(batch, frames, mel_n_channels)``.
+            hidden_init: optional initial LSTM state ``(h0, c0)``, each ``(model_num_layers, batch,
+                model_hidden_size)``; zeros when omitted.
+
+        Returns:
+            L2-normalised embeddings ``(batch, model_embedding_size)``.
+        """
+        check_float_tensor(utterances, "utterances", "SpeakerEncoder", 3, self.mel_n_channels, self._shape_doc)
+        if utterances.shape[1] < 1:
+            raise ValueError("SpeakerEncoder: argument `utterances` needs at least one frame, expected shape "
+                             + self._shape_doc + "; got shape " + str(list(utterances.shape)) + ".")
+        if hidden_init is not None:
+            want = [self.model_num_layers, utterances.shape[0], self.model_hidden_size]
+            for part in hidden_init:
+                if list(part.shape) != want:
+                    raise ValueError("SpeakerEncoder: argument `hidden_init` must hold two tensors of shape "
+                                     "(model_num_layers, batch, model_hidden_size) = " + str(want)
+                                     + "; got shape " + str(list(part.shape)) + ".")
+        _, (hidden, _) = self.lstm(utterances, hidden_init)
+        embeds_raw = self.relu(self.linear(hidden[-1]))
+        return embeds_raw / (torch.linalg.vector_norm(embeds_raw, dim=1, keepdim=True) + 1e-5)
+
+    @torch.jit.unused
+    def embed_utterance(self, mel: torch.Tensor, partials_n_frames: int = 160, overlap: float = 0.5,
+                        min_coverage: float = 0.75, pad_value: float = 0.0,
+                        return_partials: bool = False):
+        """Embeds a whole utterance from its mel spectrogram, RTVC style.
+
+        The mel frames are cut into :func:`partial_windows` (160-frame windows every 80 frames; the last
+        window is padded with ``pad_value`` frames and dropped when fewer than 75 % of its frames are
+        real, unless it is the only one), the windows are embedded in one batch, and the mean of the
+        partial embeddings is L2-normalised (``mean / ||mean||``, as RTVC).
+
+        Args:
+            mel: ``(frames, mel_n_channels)``.
+            partials_n_frames: window length in frames.
+            overlap: overlap of consecutive windows in [0, 1).
+            min_coverage: minimum real-frame fraction of the last window.
+            pad_value: value of the padding frames.
+            return_partials: also return the partial embeddings and the windows.
+
+        Returns:
+            ``(model_embedding_size,)`` embedding; with ``return_partials``, ``(embedding, partials
+            (n_windows, model_embedding_size), windows)``.
+        """
+        check_float_tensor(mel, "mel", "SpeakerEncoder.embed_utterance", 2, self.mel_n_channels,
+                           f"(frames, {self.mel_n_channels})")
+        n_frames = int(mel.shape[0])
+        if n_frames < 1:
+            raise ValueError("SpeakerEncoder.embed_utterance: argument `mel` needs at least one frame, expected shape "
+                             f"(frames, {self.mel_n_channels}); got shape {list(mel.shape)}.")
+        windows = partial_windows(n_frames, partials_n_frames, overlap, min_coverage)
+        need = windows[-1][1]
+        if need > n_frames:
+            mel = F.pad(mel, (0, 0, 0, need - n_frames), value=pad_value)
+        frames = torch.stack([mel[a:b] for a, b in windows])
+        partials = self(frames)
+        mean = partials.mean(dim=0)
+        embed = mean / torch.linalg.vector_norm(mean)
+        if return_partials:
+            return embed, partials, windows
+        return embed
+
+    # -- GE2E loss ----------------------------------------------------------------------------
+    def _check_embeds(self, embeds: torch.Tensor) -> None:
+        check_float_tensor(embeds, "embeds", "SpeakerEncoder", 3, -1,
+                           "(speakers_per_batch, utterances_per_speaker, embedding_size)")
+        if embeds.shape[0] < 1 or embeds.shape[1] < 2:
+            raise ValueError("SpeakerEncoder: argument `embeds` needs >= 1 speaker and >= 2 utterances per speaker "
+                             "(exclusive centroids), expected shape (speakers_per_batch, utterances_per_speaker, "
+                             "embedding_size); got shape " + str(list(embeds.shape)) + ".")
+
+    @torch.jit.unused
+    def similarity_matrix(self, embeds: torch.Tensor) -> torch.Tensor:
+        """GE2E similarity matrix (section 2.1), scaled: ``w * cos + b``.
+
+        ``sim[j, i, k]`` is the cosine between utterance ``i`` of speaker ``j`` and the centroid of speaker
+        ``k``: the inclusive centroid (mean of all ``k``'s utterances) for ``k != j``, the exclusive one
+        (mean of ``j``'s other utterances) for ``k == j``; centroids normalised with ``+1e-5``.
+
+        Args:
+            embeds: ``(speakers_per_batch, utterances_per_speaker, embedding_size)``.
+
+        Returns:
+            ``(speakers_per_batch, utterances_per_speaker, speakers_per_batch)``.
+        """
+        self._check_embeds(embeds)
+        n_spk, n_utt = embeds.shape[0], embeds.shape[1]
+        incl = embeds.mean(dim=1)
+        incl = incl / (torch.linalg.vector_norm(incl, dim=1, keepdim=True) + 1e-5)
+        excl = (embeds.sum(dim=1, keepdim=True) - embeds) / (n_utt - 1)
+        excl = excl / (torch.linalg.vector_norm(excl, dim=2, keepdim=True) + 1e-5)
+        # (S, U, S) against every inclusive centroid: one matmul, accumulated in float64 (tiny at GE2E sizes)
+        # so each entry is the correctly rounded dot product, within half an ulp of upstream's per-speaker sums
+        acc = torch.float64 if embeds.device.type in ("cpu", "cuda") else embeds.dtype
+        cross = torch.matmul(embeds.to(acc), incl.to(acc).t()).to(embeds.dtype)
+        own = (embeds * excl).sum(dim=2)  # (S, U) against the own exclusive centroid
+        eye = torch.eye(n_spk, dtype=torch.bool, device=embeds.device).unsqueeze(1)  # (S, 1, S)
+        sim = torch.where(eye, own.unsqueeze(2), cross)
+        return sim * self.similarity_weight + self.similarity_bias
+
+    @torch.jit.unused
+    def loss(self, embeds: torch.Tensor, compute_eer: bool = True):
+        """GE2E softmax loss (mean cross-entropy of each utterance against its speaker) and the EER.
+
+        Args:
+            embeds: ``(speakers_per_batch, utterances_per_speaker, embedding_size)``.
+            compute_eer: compute the equal error rate (scikit-learn + scipy, not differentiable).
+
+        Returns:
+            ``(loss, eer)``: scalar loss tensor; EER float, or ``None`` when ``compute_eer`` is False.
+        """
+        sim = self.similarity_matrix(embeds)
+        n_spk, n_utt = sim.shape[0], sim.shape[1]
+        logits = sim.reshape(n_spk * n_utt, n_spk)
+        target = torch.arange(n_spk, device=sim.device).repeat_interleave(n_utt)
+        loss = F.cross_entropy(logits, target)
+        eer: Optional[float] = None
+        if compute_eer:
+            if n_spk < 2:
+                raise ValueError("SpeakerEncoder.loss: the EER needs >= 2 speakers in `embeds`, expected shape "
+                                 "(speakers_per_batch, utterances_per_speaker, embedding_size); got shape "
+                                 + str(list(embeds.shape)) + ". Pass compute_eer=False.")
+            eer = ge2e_eer(logits)
+        return loss, eer
+
+    @torch.jit.unused
+    def do_gradient_ops(self, max_norm: float = 3.0) -> None:
+        """GE2E training step helper: scales the gradients of ``similarity_weight`` and ``similarity_bias``
+        by 0.01, then clips the gradients of all parameters to a global L2 norm of ``max_norm`` (3)."""
+        for p in (self.similarity_weight, self.similarity_bias):
+            if p.grad is not None:
+                p.grad.mul_(0.01)
+        clip_grad_norm_(self.parameters(), max_norm, norm_type=2)
+
+    # -- checkpoints --------------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, map_location="cpu", strict: bool = True, device=None,
+                        dtype=None) -> SpeakerEncoder:
+        """Builds an encoder from an upstream checkpoint, sizes inferred from the weights.
+
+        Reads with ``torch.load(..., weights_only=True)``: tensors, numbers, strings and containers only,
+        never arbitrary objects. Accepts a bare state dict or RTVC's ``{"model_state": state_dict, ...}``.
+
+        Args:
+            path: checkpoint file.
+            map_location: as ``torch.load``.
+            strict: as ``load_state_dict``.
+            device: factory keyword of the new module.
+            dtype: factory keyword of the new module.
+
+        Returns:
+            the module with the checkpoint's weights.
+
+        Raises:
+            ValueError: the file holds objects other than weights, or no encoder state dict.
+        """
+        try:
+            data = torch.load(path, map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise ValueError(f"SpeakerEncoder.from_checkpoint: {os.fspath(path)!r} holds objects other than "
+                             f"tensors and plain containers; refused to unpickle them (weights_only=True). {e}") from e
+        state = data.get("model_state", data) if isinstance(data, dict) else None
+        if not isinstance(state, dict) or "lstm.weight_ih_l0" not in state or "linear.weight" not in state:
+            raise ValueError(f"SpeakerEncoder.from_checkpoint: {os.fspath(path)!r} holds no encoder state dict "
+                             "(expected keys lstm.weight_ih_l0, linear.weight, ... at top level or under 'model_state').")
+        n_layers = sum(1 for k in state if k.startswith("lstm.weight_ih_l") and "reverse" not in k)
+        module = cls(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
+                     model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]),
+                     model_num_layers=n_layers,
+                     model_embedding_size=int(state["linear.weight"].shape[0]), device=device, dtype=dtype)
+        module.load_state_dict(state, strict=strict)
+        return module
+
+    def extra_repr(self) -> str:
+        return (f"mel_n_channels={self.mel_n_channels}, model_hidden_size={self.model_hidden_size}, "
+                f"model_num_layers={self.model_num_layers}, model_embedding_size={self.model_embedding_size}")

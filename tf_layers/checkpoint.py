@@ -1,4 +1,12 @@
-"""Reading TF1 checkpoints under Keras 3 (``tf.train.load_checkpoint``) and loading them into blocks."""
+"""Reading TF1 checkpoints under Keras 3 (``tf.train.load_checkpoint``), loading them into blocks, and
+migrating whole Tacotron-2 checkpoints (the machinery lives in :mod:`tf_layers.migration`).
+
+* :func:`read_tf1_checkpoint` / :func:`load_tf1_checkpoint`: one block at a time.
+* :func:`inspect_checkpoint`: every Tacotron-2 block a checkpoint holds, with its inferred config.
+* :func:`migrate_checkpoint`: writes a Keras ``.weights.h5`` or torch ``.pt`` file (``speechblocks migrate``).
+* :func:`load_migrated`: ``{block_path: keras layer}`` from a migrated Keras file
+  (``torch_layers.load_migrated`` reads the torch file).
+"""
 from __future__ import annotations
 
 import os
@@ -6,7 +14,17 @@ import re
 
 import numpy as np
 
-__all__ = ["read_tf1_checkpoint", "load_tf1_checkpoint", "is_optimizer_variable"]
+# the migration machinery (tf_layers/migration/); importing it imports no framework
+from .migration import (
+    MigrationError,
+    NoTacotronBlocksError,
+    inspect_checkpoint,
+    load_migrated,
+    migrate_checkpoint,
+)
+
+__all__ = ["read_tf1_checkpoint", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
+           "migrate_checkpoint", "load_migrated", "MigrationError", "NoTacotronBlocksError"]
 
 _OPTIMIZER_PATTERNS = (
     re.compile(r"(^|/)(Adam|Adam_\d+|Momentum|RMSProp|RMSProp_\d+|Adagrad|Adadelta|Adadelta_\d+)$"),
@@ -58,11 +76,15 @@ def read_tf1_checkpoint(path: str, prefix: str = "") -> dict[str, np.ndarray]:
     for name in sorted(reader.get_variable_to_shape_map()):
         if is_optimizer_variable(name) or not name.startswith(pre):
             continue
-        out[name[len(pre):]] = np.asarray(reader.get_tensor(name))
+        try:
+            out[name[len(pre):]] = np.asarray(reader.get_tensor(name))
+        except Exception as e:  # a truncated data file fails only when the tensor is read
+            raise ValueError(f"cannot read variable {name!r} of TF1 checkpoint {os.fspath(path)!r}: it is truncated "
+                             f"or corrupted ({type(e).__name__})") from None
     return out
 
 
-def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True):
+def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True, use_ema: bool = False):
     """Loads a block's weights from a TF1 checkpoint.
 
     Args:
@@ -71,11 +93,18 @@ def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True):
         scope: the block's full scope in the checkpoint (e.g. ``"Tacotron_model/inference/encoder_LSTM"``);
             a trailing ``/`` is optional.
         strict: as in ``load_tf1_weights``.
+        use_ema: take ``<var>/ExponentialMovingAverage`` shadows instead of the raw weights where they exist
+            (shadows are never passed to the block as variables of their own).
 
     Returns:
         the block's load report.
     """
     weights = read_tf1_checkpoint(path, prefix=scope)
+    suffix = "/ExponentialMovingAverage"
+    shadows = {k[: -len(suffix)]: v for k, v in weights.items() if k.endswith(suffix)}
+    weights = {k: v for k, v in weights.items() if not k.endswith(suffix)}
+    if use_ema:
+        weights.update({k: v for k, v in shadows.items() if k in weights})
     if not weights:
         raise ValueError(f"checkpoint {os.fspath(path)!r} holds no variable under scope {scope.rstrip('/')!r}")
     return block.load_tf1_weights(weights, strict=strict)

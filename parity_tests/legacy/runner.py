@@ -76,11 +76,15 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
                              if not k.startswith("mask/") and t.dtype.is_floating])
             train_op = v1.train.AdamOptimizer(1e-3).minimize(loss)
         rng = np.random.default_rng(spec.get("seed", 0))
+        # one grouped assignment (a session run per variable costs O(graph) each)
+        fill_phs = [v1.placeholder(v.dtype.base_dtype, v.shape) for v in model_vars]
+        fill = tf.group(*[v.assign(p) for v, p in zip(model_vars, fill_phs)]) if model_vars else None
         with v1.Session(graph=graph) as sess:
             sess.run(v1.global_variables_initializer())
-            for var in model_vars:
-                value = random_value(var.op.name, var.shape.as_list(), rng)
-                var.load(value.astype(var.dtype.base_dtype.as_numpy_dtype), sess)
+            if fill is not None:
+                values = {p: random_value(v.op.name, v.shape.as_list(), rng).astype(v.dtype.base_dtype.as_numpy_dtype)
+                          for v, p in zip(model_vars, fill_phs)}
+                sess.run(fill, values)
             if train_op is not None:
                 sess.run(train_op, feeds)
             ckpt = ""

@@ -1,0 +1,310 @@
+"""Sorting a TF1 checkpoint's variables: recognised blocks, optimizer state, EMA shadows, the rest.
+
+Only the variable *list* (names, shapes, dtypes) is read here; values are read later, block by block,
+by :mod:`.migrate`. Reading goes through ``tf.train.load_checkpoint`` (DESIGN §3).
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+import numpy as np
+
+from .schema import BLOCK_KINDS, BlockKind, ConfigInferenceError, NoTacotronBlocksError
+
+__all__ = ["CheckpointInventory", "RecognisedBlock", "inspect_checkpoint", "open_checkpoint", "EMA_SUFFIX"]
+
+EMA_SUFFIX = "/ExponentialMovingAverage"
+
+
+class CheckpointReadError(ValueError):
+    """The checkpoint exists but cannot be read (truncated or corrupted)."""
+
+
+@dataclasses.dataclass
+class RecognisedBlock:
+    """One block found in the checkpoint.
+
+    Attributes:
+        kind: the :class:`~.schema.BlockKind`.
+        full_scope: the block's scope in the checkpoint (``Tacotron_model/inference/encoder_LSTM``).
+        config: constructor keywords (``tf1_scope`` included), or ``None`` when they cannot be inferred.
+        input_size: input feature size (the torch constructor's first argument), or ``None``.
+        variables: ``{relative TF1 name: full checkpoint name}`` of the variables that will be read
+            (the EMA shadow's name when ``use_ema`` and a shadow exists).
+        shapes: ``{relative TF1 name: shape}`` of every variable under the block's scope.
+        missing, mis_shaped, unexpected: what the strict check found (relative names / messages).
+        problems: every problem, one message each.
+    """
+
+    kind: BlockKind
+    full_scope: str
+    config: dict | None
+    input_size: int | None
+    variables: dict[str, str]
+    shapes: dict[str, tuple[int, ...]]
+    missing: list[str] = dataclasses.field(default_factory=list)
+    mis_shaped: list[str] = dataclasses.field(default_factory=list)
+    unexpected: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    ema_used: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.kind.path
+
+    @property
+    def class_name(self) -> str:
+        return self.kind.class_name
+
+    @property
+    def n_params(self) -> int:
+        """Number of scalars in the block's expected variables."""
+        expected = self.expected_shapes()
+        shapes = expected if expected else self.shapes
+        return int(sum(int(np.prod(s)) for s in shapes.values()))
+
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        if self.config is None:
+            return {}
+        return self.kind.expected(self.config, self.input_size)
+
+    @property
+    def loadable(self) -> bool:
+        """True when the block can be built and fully loaded (extra variables are ignorable)."""
+        return self.config is not None and not self.missing and not self.mis_shaped and not self._config_problems
+
+    @property
+    def _config_problems(self) -> list[str]:
+        return [] if self.config is None else self.kind.config_problems(self.config, self.input_size)
+
+    def describe_config(self) -> str:
+        if self.config is None:
+            return "(config not inferable)"
+        items = [f"{self.kind.input_arg}={self.input_size}"]
+        items += [f"{k}={v!r}" for k, v in self.config.items() if k != "tf1_scope"]
+        return ", ".join(items)
+
+
+@dataclasses.dataclass
+class CheckpointInventory:
+    """Everything ``speechblocks inspect`` reports about a checkpoint.
+
+    Attributes:
+        checkpoint: the resolved checkpoint prefix.
+        prefix: the model prefix the blocks sit under (``"Tacotron_model/inference/"`` or ``""``).
+        blocks: recognised blocks, in :data:`~.schema.BLOCK_KINDS` order.
+        unmigrated: ``[(name, shape)]`` of model variables outside every recognised block.
+        optimizer: ``[(name, shape)]`` of optimizer state (skipped).
+        ema_shadows: ``{variable name: shadow name}`` of ExponentialMovingAverage shadows.
+        use_ema: whether block weights are read from the shadows.
+        dtypes: ``{name: numpy dtype}`` of every variable.
+    """
+
+    checkpoint: str
+    prefix: str
+    blocks: list[RecognisedBlock]
+    unmigrated: list[tuple[str, tuple[int, ...]]]
+    optimizer: list[tuple[str, tuple[int, ...]]]
+    ema_shadows: dict[str, str]
+    use_ema: bool
+    dtypes: dict[str, np.dtype]
+
+    def problems(self) -> list[str]:
+        """Every problem of every block, prefixed with its block path."""
+        return [f"{b.path}: {p}" for b in self.blocks for p in b.problems]
+
+    def optimizer_size(self) -> tuple[int, int]:
+        """``(number of scalars, bytes)`` of the optimizer state."""
+        n = sum(int(np.prod(s)) for _, s in self.optimizer)
+        nbytes = sum(int(np.prod(s)) * self.dtypes[name].itemsize for name, s in self.optimizer)
+        return n, nbytes
+
+    def block(self, path: str) -> RecognisedBlock:
+        for b in self.blocks:
+            if b.path == path:
+                return b
+        raise KeyError(path)
+
+
+def _resolve(path) -> str:
+    path = os.fspath(path)
+    if not (os.path.exists(path) or os.path.exists(path + ".index")):
+        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (no such file or directory, and no "
+                                f"{path}.index)")
+    if os.path.isdir(path):
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            cands = sorted(glob.glob(os.path.join(path, "*.index")))
+            if len(cands) != 1:
+                raise FileNotFoundError(f"no TF1 checkpoint found in directory {path!r} (no 'checkpoint' file and "
+                                        f"{len(cands)} '.index' files)")
+            latest = cands[0][: -len(".index")]
+        path = latest
+    if path.endswith(".index") and not os.path.exists(path + ".index"):
+        path = path[: -len(".index")]
+    if not os.path.exists(path + ".index"):
+        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (expected {path}.index)")
+    return path
+
+
+def open_checkpoint(path):
+    """``(resolved prefix, reader)`` of a TF1 checkpoint; clear errors for a missing or unreadable one.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        CheckpointReadError: the index cannot be parsed, or the data shards are shorter than the
+            variables the index lists (a truncated copy).
+    """
+    path = _resolve(path)  # before importing TensorFlow: a wrong path answers at once
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(path)
+        shapes = reader.get_variable_to_shape_map()
+        dtypes = reader.get_variable_to_dtype_map()
+    except Exception as e:  # DataLossError, OpError, ...: a corrupted index
+        raise CheckpointReadError(f"cannot read TF1 checkpoint {path!r}: its index is truncated or corrupted "
+                                  f"({type(e).__name__})") from None
+    shards = glob.glob(glob.escape(path) + ".data-*")
+    if not shards:
+        raise CheckpointReadError(f"TF1 checkpoint {path!r} has an index but no data file ({path}.data-*)")
+    expected = 0
+    for name, shape in shapes.items():
+        dt = dtypes[name]
+        if dt.is_numpy_compatible and dt != tf.string:
+            expected += int(np.prod(shape)) * dt.size
+    actual = sum(os.path.getsize(s) for s in shards)
+    if actual < expected:
+        raise CheckpointReadError(f"TF1 checkpoint {path!r} is truncated: its data files hold {actual} bytes, "
+                                  f"its index lists {expected} bytes of variables")
+    return path, reader
+
+
+def _match_shadows(shadows: dict[str, str], model: set[str]) -> tuple[dict[str, str], list[str]]:
+    """``({model variable: shadow}, [shadows of no model variable])``. A shadow created inside a scope repeats that scope
+    (``Tacotron_model/Tacotron_model/inference/.../ExponentialMovingAverage``): it belongs to the model
+    variable its name ends with."""
+    out, orphans = {}, []
+    for base, shadow in shadows.items():
+        parts = base.split("/")
+        for i in range(len(parts)):
+            candidate = "/".join(parts[i:])
+            if candidate in model:
+                out.setdefault(candidate, shadow)
+                break
+        else:
+            orphans.append(shadow)
+    return out, orphans
+
+
+def _find_prefix(names: list[str]) -> str:
+    votes: dict[str, set[str]] = {}
+    for name in names:
+        for kind in BLOCK_KINDS:
+            b = kind.path + "/"
+            if name.startswith(b):
+                votes.setdefault("", set()).add(kind.path)
+                continue
+            i = name.find("/" + b)
+            if i >= 0:
+                votes.setdefault(name[: i + 1], set()).add(kind.path)
+    if not votes:
+        return None
+    return max(votes, key=lambda p: (len(votes[p]), -len(p)))
+
+
+def _analyse_block(kind: BlockKind, full_scope: str, shapes: dict, full_names: dict, ema: dict,
+                   use_ema: bool) -> RecognisedBlock:
+    block = RecognisedBlock(kind, full_scope, None, None, {}, shapes)
+    try:
+        block.config, block.input_size = kind.infer(shapes)
+    except ConfigInferenceError as e:
+        block.problems += [f"cannot infer the configuration: {p}" for p in e.problems]
+        block.unexpected = []
+        block.variables = dict(full_names)
+        return block
+    expected = kind.expected(block.config, block.input_size)
+    block.problems += block._config_problems
+    for key, shape in expected.items():
+        if key not in shapes:
+            block.missing.append(key)
+            block.problems.append(f"missing variable {key!r} (expected shape {list(shape)})")
+        elif tuple(shapes[key]) != tuple(shape):
+            block.mis_shaped.append(key)
+            block.problems.append(f"variable {key!r} has shape {list(shapes[key])}, expected {list(shape)}")
+    for key in sorted(shapes):
+        if key not in expected:
+            block.unexpected.append(key)
+            block.problems.append(f"unknown variable {key!r} (shape {list(shapes[key])}) inside the block")
+    for key in expected:
+        if key in full_names:
+            name = full_names[key]
+            if use_ema and name in ema:
+                block.variables[key] = ema[name]
+                block.ema_used += 1
+            else:
+                block.variables[key] = name
+    return block
+
+
+def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
+    """Recognises every Tacotron-2 block a TF1 checkpoint holds and infers its constructor config.
+
+    Works with the ``Tacotron_model/inference/`` prefix (Rayhane-mamah/Tacotron-2, the TF1
+    Real-Time-Voice-Cloning synthesizer) and with blocks saved under bare scopes. Optimizer state
+    (``…/Adam``, ``…/Adam_1``, also under a doubled ``Tacotron_model/Tacotron_model/`` prefix,
+    ``beta*_power``, ``global_step``) is recognised and skipped; ``<var>/ExponentialMovingAverage``
+    shadows replace the raw weights when ``use_ema``.
+
+    Args:
+        path: checkpoint prefix (``model.ckpt-1000``), its ``.index`` file, or a directory.
+        use_ema: read block weights from their ExponentialMovingAverage shadows where they exist.
+
+    Returns:
+        a :class:`CheckpointInventory`.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        CheckpointReadError (a ``ValueError``): truncated or corrupted checkpoint.
+        NoTacotronBlocksError (a ``ValueError``): no Tacotron-2 block in the checkpoint.
+        ValueError: ``use_ema`` with a checkpoint that holds no shadow.
+    """
+    from ..checkpoint import is_optimizer_variable
+
+    resolved, reader = open_checkpoint(path)
+    shape_map = {k: tuple(int(d) for d in v) for k, v in reader.get_variable_to_shape_map().items()}
+    dtypes = {k: np.dtype(v.as_numpy_dtype) if v.is_numpy_compatible else np.dtype(object)
+              for k, v in reader.get_variable_to_dtype_map().items()}
+    optimizer, ema, model = [], {}, []
+    for name in sorted(shape_map):
+        if is_optimizer_variable(name):
+            optimizer.append((name, shape_map[name]))
+        elif name.endswith(EMA_SUFFIX):
+            ema[name[: -len(EMA_SUFFIX)]] = name
+        else:
+            model.append(name)
+    ema, orphan_shadows = _match_shadows(ema, set(model))
+    if use_ema and not ema:
+        raise ValueError(f"--use-ema: checkpoint {resolved!r} holds no ExponentialMovingAverage shadow "
+                                    f"('<variable>{EMA_SUFFIX}')")
+    prefix = _find_prefix(model)
+    if prefix is None:
+        raise NoTacotronBlocksError(f"checkpoint {resolved!r} holds no Tacotron-2 block (looked for "
+                                    + ", ".join(k.path for k in BLOCK_KINDS) + "; "
+                                    f"{len(model)} model variables, e.g. {model[:3]})")
+    blocks, claimed = [], set()
+    for kind in BLOCK_KINDS:
+        scope = prefix + kind.path
+        members = {n[len(scope) + 1:]: n for n in model if n.startswith(scope + "/")}
+        if not members:
+            continue
+        claimed.update(members.values())
+        shapes = {rel: shape_map[n] for rel, n in members.items()}
+        blocks.append(_analyse_block(kind, scope, shapes, members, ema, use_ema))
+    unmigrated = [(n, shape_map[n]) for n in model if n not in claimed]
+    unmigrated += [(n, shape_map[n]) for n in orphan_shadows]
+    return CheckpointInventory(resolved, prefix, blocks, unmigrated, optimizer, ema, use_ema, dtypes)

@@ -1,0 +1,398 @@
+"""Building the blocks from a TF1 checkpoint and writing them for Keras or PyTorch, atomically.
+
+File formats (both carry the same JSON block table, so either framework can rebuild the blocks):
+
+* **Keras** (``--to keras``, e.g. ``model.weights.h5``): an HDF5 file. Root attributes
+  ``speechblocks_format = "speechblocks.migrated.keras"``, ``format_version = 1``, ``blocks`` (JSON:
+  ``{block_path: {"class_name", "config", "input_size", "input_arg", "tf1_keys"}}``),
+  ``source_checkpoint`` and ``use_ema``. One HDF5 group per block path (``decoder/decoder_LSTM`` is the
+  group ``decoder`` > ``decoder_LSTM``) holding the Keras layer's variables, read back from the built
+  and loaded layer with ``tf1_weights()``: one dataset per TF1 name relative to the block's scope, in
+  the TF1 layout that is the library's exchange format. ``layer.load_tf1_weights({k: group[k][()] for
+  k in tf1_keys})`` restores a layer by hand; :func:`load_migrated` does it for every block.
+* **torch** (``--to torch``, e.g. ``model.pt``): ``torch.save`` of a plain dict ``{"speechblocks_format":
+  "speechblocks.migrated.torch", "format_version": 1, "blocks": <the same JSON string>, "state_dicts":
+  {block_path: module.state_dict()}}`` -- strings, ints and tensors only, so
+  ``torch.load(path, weights_only=True)`` reads it; ``torch_layers.load_migrated`` rebuilds the modules.
+
+Both are written to a temporary file in the output's directory and moved into place with
+``os.replace``: a failed run leaves no partial file, and the checkpoint is only ever read.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from .inventory import CheckpointInventory, CheckpointReadError, inspect_checkpoint, open_checkpoint
+from .schema import BLOCK_CLASSES, NoTacotronBlocksError
+
+__all__ = ["MigrationError", "MigrationReport", "BlockReport", "migrate_checkpoint", "load_migrated",
+           "KERAS_FORMAT", "TORCH_FORMAT", "FORMAT_VERSION"]
+
+KERAS_FORMAT = "speechblocks.migrated.keras"
+TORCH_FORMAT = "speechblocks.migrated.torch"
+FORMAT_VERSION = 1
+
+
+class MigrationError(ValueError):
+    """The migration cannot be done; ``problems`` lists every problem found (nothing was written)."""
+
+    def __init__(self, checkpoint: str, problems: list[str]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"cannot migrate {checkpoint!r} ({len(self.problems)} problem(s)); nothing was written:\n"
+                         f"{lines}")
+
+
+@dataclasses.dataclass
+class BlockReport:
+    path: str
+    class_name: str
+    config: dict | None
+    input_size: int | None
+    input_arg: str
+    n_params: int
+    status: str  # "migrated", "checked" (dry run) or "skipped"
+    notes: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class MigrationReport:
+    """What a migration did, block by block; ``str(report)`` is the command line's report."""
+
+    checkpoint: str
+    to: str
+    out: str | None
+    dry_run: bool
+    strict: bool
+    use_ema: bool
+    blocks: list[BlockReport]
+    unmigrated: list[tuple[str, tuple[int, ...]]]
+    optimizer_variables: int
+    seconds: float = 0.0
+
+    @property
+    def migrated(self) -> list[str]:
+        return [b.path for b in self.blocks if b.status in ("migrated", "checked")]
+
+    def __str__(self) -> str:
+        verb = "checked (dry run, nothing written)" if self.dry_run else f"written to {self.out}"
+        lines = [f"migration of {self.checkpoint} -> {self.to}: {len(self.migrated)} of {len(self.blocks)} "
+                 f"block(s) {verb}{'; weights from EMA shadows' if self.use_ema else ''}"]
+        for b in self.blocks:
+            cfg = "" if b.config is None else ", ".join(
+                [f"{b.input_arg}={b.input_size}"] + [f"{k}={v!r}" for k, v in b.config.items() if k != "tf1_scope"])
+            lines.append(f"  {b.status:8s} {b.path:36s} {b.class_name:20s} {b.n_params:>10,d} params  {cfg}")
+            lines += [f"           ! {n}" for n in b.notes]
+        lines.append(f"  unmigrated variables (not blocks of this library): {len(self.unmigrated)}")
+        lines += [f"           {n} {list(s)}" for n, s in self.unmigrated]
+        lines.append(f"  optimizer variables skipped: {self.optimizer_variables}")
+        lines.append(f"  total time {self.seconds:.1f} s")
+        return "\n".join(lines)
+
+
+# -- atomic output -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def atomic_output(out: str, protected: list[str] = ()):
+    """Yields a temporary path in ``out``'s directory; on success it replaces ``out`` (``os.replace``),
+    on any failure it is removed. Refuses to overwrite a ``protected`` file (the input checkpoint)."""
+    out = os.path.abspath(os.fspath(out))
+    directory = os.path.dirname(out)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"output directory {directory!r} does not exist")
+    if os.path.isdir(out):
+        raise IsADirectoryError(f"output {out!r} is a directory; give a file name")
+    real = os.path.realpath(out)
+    if os.path.exists(real) and any(os.path.exists(p) and os.path.samefile(real, p) for p in protected):
+        raise ValueError(f"output {out!r} is a file of the input checkpoint; refusing to overwrite it")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(out) + ".", suffix=".partial")
+    os.close(fd)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _checkpoint_files(prefix: str) -> list[str]:
+    import glob
+
+    return glob.glob(glob.escape(prefix) + ".*")
+
+
+# -- block building ------------------------------------------------------------------------------
+def _block_class(framework: str, class_name: str):
+    if class_name not in BLOCK_CLASSES:
+        raise ValueError(f"unknown block class {class_name!r}")
+    package = importlib.import_module("tf_layers" if framework == "keras" else "torch_layers")
+    return getattr(package, class_name)
+
+
+def _build_keras(entry: dict, weights: dict):
+    cls = _block_class("keras", entry["class_name"])
+    layer = cls(**entry["config"], name=entry["config"]["tf1_scope"])
+    layer.load_tf1_weights(weights, strict=True)  # builds the layer from the weight shapes
+    return layer
+
+
+def _build_torch(entry: dict, weights: dict | None = None):
+    cls = _block_class("torch", entry["class_name"])
+    module = cls(entry["input_size"], **entry["config"])
+    if weights is not None:
+        module.load_tf1_weights(weights, strict=True)
+    return module.eval()
+
+
+def _entry(block) -> dict:
+    return {"class_name": block.class_name, "config": block.config, "input_size": block.input_size,
+            "input_arg": block.kind.input_arg, "tf1_keys": sorted(block.expected_shapes())}
+
+
+def _read_block(reader, inv_path: str, block) -> dict[str, np.ndarray]:
+    out = {}
+    for key, name in block.variables.items():
+        try:
+            out[key] = np.asarray(reader.get_tensor(name))
+        except Exception as e:
+            raise CheckpointReadError(f"cannot read variable {name!r} of TF1 checkpoint {inv_path!r}: it is "
+                                      f"truncated or corrupted ({type(e).__name__})") from None
+    return out
+
+
+class _KerasWriter:
+    def __init__(self, path: str, entries: dict, inv: CheckpointInventory):
+        import h5py
+
+        self.f = h5py.File(path, "w")
+        self.f.attrs["speechblocks_format"] = KERAS_FORMAT
+        self.f.attrs["format_version"] = FORMAT_VERSION
+        self.f.attrs["source_checkpoint"] = os.path.abspath(inv.checkpoint)
+        self.f.attrs["use_ema"] = bool(inv.use_ema)
+        self.entries = entries
+
+    def add(self, path: str, tf1_weights: dict):
+        group = self.f.create_group(path)
+        for key in sorted(tf1_weights):
+            group.create_dataset(key, data=np.asarray(tf1_weights[key]))
+        self.entries[path]["tf1_keys"] = sorted(tf1_weights)
+
+    def close(self):
+        self.f.attrs["blocks"] = json.dumps(self.entries, sort_keys=True)
+        self.f.close()
+
+
+class _TorchWriter:
+    # torch is imported here, inside the torch output path only: `import tf_layers` (and the Keras path of
+    # the migration) must never import torch (DESIGN §2), so nothing at module level may import it.
+    def __init__(self, path: str, entries: dict, inv: CheckpointInventory):
+        self.path = path
+        self.entries = entries
+        self.state_dicts = {}
+        self.meta = {"source_checkpoint": os.path.abspath(inv.checkpoint), "use_ema": bool(inv.use_ema)}
+
+    def add(self, path: str, state_dict: dict):
+        self.state_dicts[path] = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+
+    def close(self):
+        import torch
+
+        payload = {"speechblocks_format": TORCH_FORMAT, "format_version": FORMAT_VERSION,
+                   "blocks": json.dumps(self.entries, sort_keys=True), "state_dicts": self.state_dicts,
+                   "source_checkpoint": self.meta["source_checkpoint"], "use_ema": self.meta["use_ema"]}
+        torch.save(payload, self.path)
+
+
+def _check_classes(to: str, blocks) -> list[str]:
+    problems = []
+    for b in blocks:
+        try:
+            _block_class(to, b.class_name)
+        except (ImportError, AttributeError) as e:
+            problems.append(f"{b.path}: the {to} class {b.class_name} is not available ({type(e).__name__}: {e})")
+    return problems
+
+
+def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, strict: bool = True,
+                       dry_run: bool = False, progress: Callable[[str], None] | None = None) -> MigrationReport:
+    """Migrates every Tacotron-2 block of a TF1 checkpoint to Keras or PyTorch.
+
+    Each recognised block is built in the target framework from its inferred config, loaded with its
+    TF1 weights (``load_tf1_weights(strict=True)``) and written to ``out`` (see the module docstring for
+    the formats). Strict by default: any recognised block with a missing, mis-shaped or unknown
+    variable fails the whole migration with one :class:`MigrationError` listing every problem, before
+    anything is written.
+
+    Args:
+        checkpoint: TF1 checkpoint prefix, ``.index`` file or directory.
+        to: ``"keras"`` or ``"torch"``.
+        out: output file (``.weights.h5`` for Keras, ``.pt`` for torch); unused when ``dry_run``.
+        use_ema: take weights from ``<var>/ExponentialMovingAverage`` shadows where they exist.
+        strict: when False, blocks with missing or mis-shaped variables are skipped and unknown
+            variables inside a block are ignored; both are reported.
+        dry_run: build and load every block, write nothing.
+        progress: called with one line per block (the command line prints it to stderr).
+
+    Returns:
+        a :class:`MigrationReport`.
+
+    Raises:
+        FileNotFoundError, ValueError (``CheckpointReadError``, ``NoTacotronBlocksError``,
+        ``MigrationError``): with a one-line message for a missing path, an unreadable checkpoint
+        or a checkpoint without any Tacotron-2 block.
+    """
+    t_start = time.perf_counter()
+    if to not in ("keras", "torch"):
+        raise ValueError(f"`to` must be 'keras' or 'torch'; got {to!r}")
+    if out is None and not dry_run:
+        raise ValueError("`out` (the output file) is required unless dry_run=True")
+    inv = inspect_checkpoint(checkpoint, use_ema=use_ema)
+    if not inv.blocks:
+        raise NoTacotronBlocksError(f"checkpoint {inv.checkpoint!r} holds no Tacotron-2 block")
+    class_problems = _check_classes(to, inv.blocks)
+    problems = inv.problems() + class_problems
+    if strict and problems:
+        raise MigrationError(inv.checkpoint, problems)
+    unavailable = {p.split(":", 1)[0] for p in class_problems}
+    reports, todo = [], []
+    for b in inv.blocks:
+        report = BlockReport(b.path, b.class_name, b.config, b.input_size, b.kind.input_arg, b.n_params, "skipped")
+        if b.path in unavailable:
+            report.notes.append(f"skipped: no {to} implementation of {b.class_name} is available")
+        elif not b.loadable:
+            report.notes += [f"skipped: {p}" for p in b.problems]
+        else:
+            report.notes += [f"ignored unknown variable {k!r} {list(b.shapes[k])}" for k in b.unexpected]
+            todo.append((b, report))
+        if use_ema and b.loadable:
+            report.notes.append(f"{b.ema_used} of {len(b.variables)} variables from EMA shadows")
+        reports.append(report)
+    if not todo:
+        raise MigrationError(inv.checkpoint, ["no block can be migrated"] + problems)
+
+    _, reader = open_checkpoint(inv.checkpoint)
+    entries = {b.path: _entry(b) for b, _ in todo}
+    load_problems: list[str] = []
+
+    def run(writer):
+        for b, report in todo:
+            t0 = time.perf_counter()
+            weights = _read_block(reader, inv.checkpoint, b)
+            try:
+                if to == "keras":
+                    block = _build_keras(entries[b.path], weights)
+                    data = block.tf1_weights()
+                else:
+                    block = _build_torch(entries[b.path], weights)
+                    data = block.state_dict()
+            except ValueError as e:  # the block itself disagrees with the checkpoint
+                if strict:
+                    load_problems.append(f"{b.path}: {e}")
+                else:
+                    report.notes.append(f"skipped: {e}")
+                    entries.pop(b.path)
+                continue
+            del weights
+            if writer is not None:
+                writer.add(b.path, data)
+            del block, data
+            report.status = "checked" if dry_run else "migrated"
+            report.seconds = time.perf_counter() - t0
+            if progress is not None:
+                progress(f"{report.status} {b.path} ({b.class_name}, {b.n_params:,d} params) in {report.seconds:.1f} s")
+        if load_problems:
+            raise MigrationError(inv.checkpoint, load_problems)
+        if not entries:
+            raise MigrationError(inv.checkpoint, ["no block can be migrated"] + [n for r in reports for n in r.notes])
+
+    if dry_run:
+        run(None)
+    else:
+        with atomic_output(out, _checkpoint_files(inv.checkpoint)) as tmp:
+            writer = (_KerasWriter if to == "keras" else _TorchWriter)(tmp, entries, inv)
+            try:
+                run(writer)
+            finally:
+                if to == "keras":
+                    writer.close()
+            if to == "torch":
+                writer.close()
+    return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, strict, use_ema,
+                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start)
+
+
+# -- reading a migrated Keras file ---------------------------------------------------------------
+def read_block_table(blocks_json: str, path: str) -> dict:
+    """Parses and validates the JSON block table of a migrated file."""
+    try:
+        table = json.loads(blocks_json)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path!r}: the block table is not valid JSON") from None
+    if not isinstance(table, dict):
+        raise ValueError(f"{path!r}: the block table is not a JSON object")
+    for block_path, entry in table.items():
+        if not isinstance(entry, dict) or entry.get("class_name") not in BLOCK_CLASSES:
+            raise ValueError(f"{path!r}: block {block_path!r} names an unknown class "
+                             f"{entry.get('class_name') if isinstance(entry, dict) else entry!r}")
+        if not isinstance(entry.get("config"), dict) or not isinstance(entry.get("input_size"), int):
+            raise ValueError(f"{path!r}: block {block_path!r} lacks its config or input size")
+    return table
+
+
+def load_migrated(path) -> dict:
+    """Loads a file written by ``speechblocks migrate --to keras``.
+
+    Args:
+        path: the migrated ``.weights.h5`` file.
+
+    Returns:
+        ``{block_path: keras layer}`` -- each layer built, its weights loaded, ready to call (inference
+        by default: call with ``training=False``), keyed by the block paths of DESIGN §6
+        (``"encoder_LSTM"``, ``"decoder/decoder_LSTM"``, ...).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a migrated Keras file (e.g. a torch ``.pt`` file), or a damaged one.
+    """
+    import h5py
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"migrated file {path!r} does not exist")
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        raise ValueError(f"{path!r} is not a migrated Keras file (not HDF5; a torch file is read by "
+                         "torch_layers.load_migrated)") from None
+    with f:
+        if f.attrs.get("speechblocks_format") != KERAS_FORMAT:
+            raise ValueError(f"{path!r} is not a migrated Keras file (attribute speechblocks_format is "
+                             f"{f.attrs.get('speechblocks_format')!r}, expected {KERAS_FORMAT!r})")
+        if int(f.attrs.get("format_version", -1)) > FORMAT_VERSION:
+            raise ValueError(f"{path!r} has format version {f.attrs['format_version']}, newer than this library's "
+                             f"{FORMAT_VERSION}")
+        table = read_block_table(f.attrs.get("blocks"), path)
+        blocks = {}
+        for block_path, entry in table.items():
+            if block_path not in f:
+                raise ValueError(f"{path!r}: block {block_path!r} has no weight group")
+            group = f[block_path]
+            weights = {k: np.asarray(group[k][()]) for k in entry["tf1_keys"]}
+            blocks[block_path] = _build_keras(entry, weights)
+    return blocks
+

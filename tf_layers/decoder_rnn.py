@@ -1,0 +1,232 @@
+"""Keras ``DecoderRNN``: Tacotron-2's stack of unidirectional zoneout LSTMs (``MultiRNNCell``)."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from ._validation import check_float_tensor
+from .tf1_exchange import TF1WeightsMixin
+from .zoneout_lstm_cell import (
+    ZoneoutLSTMCell,
+    check_mask,
+    check_zoneout,
+    effective_bias,
+    keep_masks,
+    lstm_from_gates,
+    zoneout,
+)
+
+
+def _layer_step(x, c, h, kernel, bias, z: float, keep_c, keep_h):
+    """One ``ZoneoutLSTMCell`` step of one layer with the TF1 kernel over ``concat([x, h])``."""
+    c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, h], -1), kernel) + bias, c)
+    return h_new, zoneout(c_new, c, z, keep_c), zoneout(h_new, h, z, keep_h)
+
+
+def stacked_scan(gx0, w_hh0, kernels, biases, c0, h0, keep_c, keep_h, z: float):
+    """A ``MultiRNNCell`` of zoneout LSTMs over time in one ``tf.while_loop``.
+
+    Args:
+        gx0: ``(time, batch, 4u)`` input projection of layer 1 (bias and forget bias included).
+        w_hh0: ``(u, 4u)`` recurrent kernel of layer 1.
+        kernels, biases: TF1 kernels ``(2u, 4u)`` and effective biases of layers 2..L.
+        c0, h0: tuples of initial states per layer ``(batch, u)``.
+        keep_c, keep_h: ``(time, L, batch, u)`` keep-masks (training) or None.
+
+    Returns:
+        outputs ``(time, batch, u)`` (raw output of the last layer) and the final ``(c, h)`` tuples.
+    """
+    n_steps = tf.shape(gx0)[0]
+    units = w_hh0.shape[0]
+    outputs = tf.TensorArray(gx0.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
+
+    def body(t, cs, hs, outputs):
+        kc = None if keep_c is None else keep_c[t]
+        kh = None if keep_h is None else keep_h[t]
+        c_new, h_new = lstm_from_gates(gx0[t] + tf.matmul(hs[0], w_hh0), cs[0])
+        new_c = [zoneout(c_new, cs[0], z, None if kc is None else kc[0])]
+        new_h = [zoneout(h_new, hs[0], z, None if kh is None else kh[0])]
+        x = h_new
+        for k in range(1, len(cs)):
+            x, c, h = _layer_step(x, cs[k], hs[k], kernels[k - 1], biases[k - 1], z,
+                                  None if kc is None else kc[k], None if kh is None else kh[k])
+            new_c.append(c)
+            new_h.append(h)
+        return t + 1, tuple(new_c), tuple(new_h), outputs.write(t, x)
+
+    _, cs, hs, outputs = tf.while_loop(lambda t, *_: t < n_steps, body, (tf.constant(0), tuple(c0), tuple(h0), outputs))
+    return outputs.stack(), cs, hs
+
+
+@keras.saving.register_keras_serializable(package="speechblocks")
+class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
+    """Stack of ``layers`` unidirectional zoneout LSTMs, TF1 Tacotron-2's ``DecoderRNN``.
+
+    A ``MultiRNNCell`` of :class:`ZoneoutLSTMCell` named ``decoder_LSTM_1 .. decoder_LSTM_L``: each layer feeds
+    the next its raw LSTM output (before zoneout); the states carry the zoned-out ``(c, h)``.
+
+    Two call forms:
+
+    * one step, the seed's API: ``inputs`` ``(batch, input_size)`` and ``states`` -> ``(output, new_states)``;
+    * teacher-forced sequence: ``inputs`` ``(batch, time, input_size)`` -> ``(outputs, final_states)``, equal
+      to stepping the one-step form over time (the layer-1 input projection is one matmul before the loop).
+
+    Args:
+        layers: int, number of LSTM layers.
+        size: int, units per layer.
+        zoneout: float in [0, 1], zoneout factor of cell and hidden states.
+        tf1_scope: TF1 scope (default ``"decoder_rnn"``); keys
+            ``multi_rnn_cell/cell_{k}/decoder_LSTM_{k+1}/{kernel,bias}``.
+        seed: optional int seed of the zoneout noise.
+        **kwargs: base ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        inputs: float tensor ``(batch, input_size)`` (one step) or ``(batch, time, input_size)`` (sequence).
+        states: tuple of per-layer ``(c, h)``, each ``(batch, size)``; ``None`` is the zero state.
+        training: bool, random zoneout when True.
+        zoneout_masks: optional per-layer ``(c_keep, h_keep)`` 0/1 keep-masks, ``(batch, size)`` for one step or
+            ``(batch, time, size)`` for a sequence; they replace the random masks.
+
+    Returns:
+        ``(output, new_states)``: ``output`` ``(batch, size)`` or ``(batch, time, size)`` (raw output of the last
+        layer); ``new_states`` a tuple of per-layer ``(c, h)``.
+
+    Masking: not mask-aware (the Tacotron decoder runs every step).
+
+    Example:
+    >>> dec = DecoderRNN(layers=2, size=8)
+    >>> out, states = dec(tf.zeros((3, 5)), dec.get_initial_state(3))
+    >>> out.shape, len(states)
+    (TensorShape([3, 8]), 2)
+    """
+
+    default_tf1_scope = "decoder_rnn"
+
+    def __init__(self, layers: int = 2, size: int = 1024, zoneout: float = 0.1, tf1_scope: str | None = None,
+                 seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if int(layers) < 1:
+            raise ValueError(f"DecoderRNN: `layers` must be >= 1; got {layers}.")
+        if int(size) < 1:
+            raise ValueError(f"DecoderRNN: `size` must be >= 1; got {size}.")
+        self.layers = int(layers)
+        self.size = int(size)
+        self.zoneout = check_zoneout(zoneout, "zoneout", "DecoderRNN")
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.cells = [ZoneoutLSTMCell(self.size, self.zoneout, self.zoneout, tf1_scope=f"decoder_LSTM_{k + 1}",
+                                      dtype=self.dtype_policy, name=f"decoder_LSTM_{k + 1}") for k in range(self.layers)]
+        self.input_size = None
+
+    def build(self, input_shape):
+        self.input_size = int(input_shape[-1])
+        for k, cell in enumerate(self.cells):
+            cell.build((None, self.input_size if k == 0 else self.size))
+
+    def get_initial_state(self, batch_size):
+        """The zero state: a tuple of ``layers`` pairs ``(c, h)``, each ``(batch_size, size)``."""
+        z = tf.zeros(tf.stack([batch_size, self.size]), self.compute_dtype)
+        return tuple((z, z) for _ in range(self.layers))
+
+    def _states(self, states, batch, dtype):
+        if states is None:
+            return self.get_initial_state(batch)
+        doc = f"a tuple of {self.layers} pairs (c, h), each (batch, {self.size})"
+        try:
+            pairs = [tuple(p) for p in states]
+            ok = len(pairs) == self.layers and all(len(p) == 2 for p in pairs)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"DecoderRNN: argument `states` must be {doc}.")
+        out = []
+        for k, (c, h) in enumerate(pairs):
+            for s, n in ((c, f"states[{k}][0]"), (h, f"states[{k}][1]")):
+                check_float_tensor(tf.convert_to_tensor(s), n, "DecoderRNN", rank=2, last_dim=self.size,
+                                   shape_doc=f"(batch, {self.size})")
+            out.append((tf.cast(c, dtype), tf.cast(h, dtype)))
+        return tuple(out)
+
+    def _masks(self, zoneout_masks, x, dtype):
+        rank = x.shape.rank
+        shape = f"(batch, {'time, ' if rank == 3 else ''}{self.size})"
+        doc = f"a sequence of {self.layers} pairs (c_keep, h_keep), each {shape}"
+        try:
+            pairs = [tuple(p) for p in zoneout_masks]
+            ok = len(pairs) == self.layers and all(len(p) == 2 for p in pairs)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"DecoderRNN: argument `zoneout_masks` must be {doc}.")
+        out = []
+        for pair in pairs:
+            ms = []
+            for m in pair:
+                m = check_mask(m, "zoneout_masks", "DecoderRNN", doc, rank)
+                if m.shape.rank == rank and not m.shape.is_compatible_with(x.shape[:-1].concatenate([self.size])):
+                    raise ValueError(f"DecoderRNN: argument `zoneout_masks` must be {doc}; got shape {m.shape}.")
+                ms.append(tf.cast(m, dtype))
+            out.append(tuple(ms))
+        return out
+
+    def call(self, inputs, states=None, training=None, zoneout_masks=None):
+        block = "DecoderRNN"
+        rank = inputs.shape.rank if hasattr(inputs, "shape") and inputs.shape.rank is not None else None
+        if rank not in (2, 3):
+            raise ValueError(f"DecoderRNN: argument `inputs` must have shape (batch, {self.input_size}) (one step) or "
+                             f"(batch, time, {self.input_size}) (sequence); got shape {getattr(inputs, 'shape', None)}.")
+        doc = f"(batch, {self.input_size})" if rank == 2 else f"(batch, time, {self.input_size})"
+        check_float_tensor(inputs, "inputs", block, rank=rank, last_dim=self.input_size, shape_doc=doc)
+        dtype = self.compute_dtype
+        x = tf.cast(inputs, dtype)
+        states = self._states(states, tf.shape(x)[0], dtype)
+        kernels = [tf.cast(cell.kernel, dtype) for cell in self.cells]
+        biases = [effective_bias(cell.bias, dtype) for cell in self.cells]
+        masks = None if zoneout_masks is None else self._masks(zoneout_masks, x, dtype)
+        z = self.zoneout
+        if rank == 2:
+            if masks is None and training:
+                shape = tf.stack([2, self.layers, tf.shape(x)[0], self.size])
+                drawn = keep_masks(shape, z, self.seed_generator, dtype)
+                masks = [(drawn[0, k], drawn[1, k]) for k in range(self.layers)]
+            new_states = []
+            for k in range(self.layers):
+                kc, kh = (None, None) if masks is None else masks[k]
+                x, c, h = _layer_step(x, states[k][0], states[k][1], kernels[k], biases[k], z, kc, kh)
+                new_states.append((c, h))
+            return x, tuple(new_states)
+
+        n_in = self.input_size
+        gx0 = tf.einsum("bti,ig->tbg", x, kernels[0][:n_in]) + biases[0]
+        keep_c = keep_h = None
+        if masks is not None:
+            keep_c = tf.transpose(tf.stack([m[0] for m in masks], 0), [2, 0, 1, 3])  # (time, L, batch, u)
+            keep_h = tf.transpose(tf.stack([m[1] for m in masks], 0), [2, 0, 1, 3])
+        elif training:
+            shape = tf.stack([tf.shape(x)[1], self.layers, tf.shape(x)[0], self.size])
+            keep_c = keep_masks(shape, z, self.seed_generator, dtype)
+            keep_h = keep_masks(shape, z, self.seed_generator, dtype)
+        out, cs, hs = stacked_scan(gx0, kernels[0][n_in:], kernels[1:], biases[1:], [s[0] for s in states],
+                                   [s[1] for s in states], keep_c, keep_h, z)
+        return tf.transpose(out, [1, 0, 2]), tuple(zip(cs, hs))
+
+    def compute_output_shape(self, inputs_shape, states_shape=None):
+        s = (inputs_shape[0], self.size)
+        return tuple(inputs_shape[:-1]) + (self.size,), tuple((s, s) for _ in range(self.layers))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(layers=self.layers, size=self.size, zoneout=self.zoneout, tf1_scope=self.tf1_scope, seed=self.seed)
+        return config
+
+    # -- TF1 exchange -------------------------------------------------------------------------
+    def _tf1_variables(self):
+        out = {}
+        for k, cell in enumerate(self.cells):
+            for name, v in cell._tf1_variables().items():
+                out[f"multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}/{name}"] = v
+        return out
+
+    def _tf1_input_shape(self, weights):
+        return (None, int(weights["multi_rnn_cell/cell_0/decoder_LSTM_1/kernel"].shape[0]) - self.size)

@@ -1,0 +1,195 @@
+"""Torch ``EncoderRNN``: Tacotron-2's bidirectional zoneout LSTM encoder with sequence lengths."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ._validation import check_float_tensor, check_lengths
+from .tf1_exchange import TF1WeightsMixin
+from .zoneout_lstm_cell import (
+    ZoneoutLSTMCell,
+    check_mask,
+    check_zoneout,
+    effective_bias,
+    keep_masks,
+)
+
+
+def reverse_within_lengths_3d(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
+    """``(batch, time, features)``: each sequence reversed within its own length (``tf.reverse_sequence``).
+
+    A TorchScript-compatible twin of ``torch_layers._sequence.reverse_within_lengths`` for 3-D tensors.
+    """
+    if lengths is None:
+        return torch.flip(x, [1])
+    t = x.shape[1]
+    ar = torch.arange(t, device=x.device).unsqueeze(0)
+    lens = lengths.to(device=x.device, dtype=torch.long).unsqueeze(1)
+    idx = torch.where(ar < lens, lens - 1 - ar, ar)
+    return torch.gather(x, 1, idx.unsqueeze(2).expand(x.shape))
+
+
+def ifgo_to_ifog(a: Tensor, dim: int) -> Tensor:
+    """Reorders gate blocks i, f, g, o -> i, f, o, g along ``dim`` (one sigmoid then covers i, f, o)."""
+    i, f, g, o = a.chunk(4, dim)
+    return torch.cat([i, f, o, g], dim)
+
+
+@torch.jit.script
+def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
+                       keep_h: Optional[Tensor], zoneout_cell: float, zoneout_output: float) -> Tensor:
+    """Both directions of a zoneout LSTM over time (TorchScript), few kernels per step.
+
+    Args:
+        gx: ``(2, time, batch, 4u)`` input projections, bias and forget bias included, gate blocks
+            **i, f, o, g**; direction 1 already in processing order (reversed within lengths).
+        w_hh: ``(2, u, 4u)`` recurrent weights (transposed), blocks i, f, o, g.
+        valid: ``(time, 1, batch, 1)`` bool ``t < length`` or None (all valid).
+        keep_c, keep_h: ``(time, 2, batch, u)`` keep-masks (training) or None (inference).
+
+    Returns:
+        ``(time, 2, batch, u)`` raw outputs, zeros past a length.
+
+    Inference zoneout is ``torch.lerp(prev, new, 1 - z)`` -- the same interpolation as TF1's
+    ``(1 - z) * new + z * prev`` up to float rounding -- to keep the per-step kernel count low.
+    """
+    n_steps = gx.shape[1]
+    units = w_hh.shape[1]
+    c = torch.zeros(2, gx.shape[2], units, dtype=gx.dtype, device=gx.device)
+    h = torch.zeros_like(c)
+    if n_steps == 0:
+        return gx.new_zeros(0, 2, gx.shape[2], units)
+    gxs = gx.unbind(1)
+    kcs: list[Tensor] = [] if keep_c is None else keep_c.unbind(0)
+    khs: list[Tensor] = [] if keep_h is None else keep_h.unbind(0)
+    vs: list[Tensor] = []
+    n_full = n_steps
+    if valid is not None:
+        vs = valid.unbind(0)
+        n_full = int(valid.reshape(n_steps, -1).all(1).sum())  # leading steps where every sequence runs
+    outs: list[Tensor] = []
+    for t in range(n_steps):
+        gates = torch.baddbmm(gxs[t], h, w_hh)
+        i, f, o = torch.sigmoid(gates[:, :, :3 * units]).chunk(3, 2)
+        c_new = torch.addcmul(f * c, i, torch.tanh(gates[:, :, 3 * units:]))
+        h_new = o * torch.tanh(c_new)
+        if keep_c is not None:
+            c_z = torch.addcmul(c, kcs[t], c_new - c)
+        elif zoneout_cell != 0.0:
+            c_z = torch.lerp(c, c_new, 1.0 - zoneout_cell)
+        else:
+            c_z = c_new
+        if keep_h is not None:
+            h_z = torch.addcmul(h, khs[t], h_new - h)
+        elif zoneout_output != 0.0:
+            h_z = torch.lerp(h, h_new, 1.0 - zoneout_output)
+        else:
+            h_z = h_new
+        if t >= n_full:
+            v = vs[t]
+            h_new = h_new * v
+            c_z = torch.where(v, c_z, c)
+            h_z = torch.where(v, h_z, h)
+        c, h = c_z, h_z
+        outs.append(h_new)
+    return torch.stack(outs, 0)
+
+
+class EncoderRNN(TF1WeightsMixin, nn.Module):
+    """Bidirectional one-layer zoneout LSTM, TF1 Tacotron-2's ``EncoderRNN``.
+
+    Exactly ``tf.nn.bidirectional_dynamic_rnn(sequence_length=input_lengths)`` over two zoneout LSTM cells
+    (``fw_cell`` = TF1 ``encoder_fw_LSTM``, ``bw_cell`` = ``encoder_bw_LSTM``): the backward direction runs
+    each sequence reversed within its own length, outputs past a length are zeros, states stop at the
+    length. The input projection of all steps and both directions is one matmul; the recurrent step of both
+    directions is one batched matmul in a TorchScript loop.
+
+    Args:
+        input_size: input features.
+        size: LSTM units per direction.
+        zoneout: zoneout factor of cell and hidden states, in [0, 1].
+        tf1_scope: TF1 scope (default ``"encoder_LSTM"``); keys
+            ``bidirectional_rnn/{fw,bw}/encoder_{fw,bw}_LSTM/{kernel,bias}``.
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> enc = EncoderRNN(3, size=8).eval()
+        >>> enc(torch.zeros(2, 5, 3), torch.tensor([5, 2])).shape
+        torch.Size([2, 5, 16])
+    """
+
+    default_tf1_scope = "encoder_LSTM"
+
+    def __init__(self, input_size: int, size: int = 256, zoneout: float = 0.1, tf1_scope: Optional[str] = None,
+                 device=None, dtype=None):
+        super().__init__()
+        if input_size < 1 or size < 1:
+            raise ValueError(f"EncoderRNN: `input_size` and `size` must be >= 1; got {input_size}, {size}.")
+        self.input_size = int(input_size)
+        self.size = int(size)
+        self.zoneout = check_zoneout(zoneout, "zoneout", "EncoderRNN")
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.fw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_fw_LSTM", device=device, dtype=dtype)
+        self.bw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_bw_LSTM", device=device, dtype=dtype)
+        self._in_doc = f"(batch, time, {input_size})"
+        self._mask_doc = f"((fw_c, fw_h), (bw_c, bw_h)), each (batch, time, {size})"
+
+    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
+                zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None) -> Tensor:
+        """
+        Args:
+            inputs: ``(batch, time, input_size)``.
+            input_lengths: ``(batch,)`` integer lengths; ``None`` means all full length.
+            zoneout_masks: optional ``((fw_c, fw_h), (bw_c, bw_h))`` 0/1 keep-masks ``(batch, time, size)``;
+                entry ``t`` applies to the step consuming ``inputs[:, t]`` (both directions). When given, the
+                training-mode zoneout uses exactly these masks.
+
+        Returns:
+            ``(batch, time, 2 * size)``: forward outputs then backward outputs, zeros past each length.
+        """
+        block = "EncoderRNN"
+        check_float_tensor(inputs, "inputs", block, 3, self.input_size, self._in_doc)
+        batch, n_steps = inputs.shape[0], inputs.shape[1]
+        if input_lengths is not None:
+            check_lengths(input_lengths, "input_lengths", block, batch)
+        n_in, u = self.input_size, self.size
+        w_fw, w_bw = self.fw_cell.weight, self.bw_cell.weight
+        fb = self.fw_cell.forget_bias
+        w_ih = torch.stack([ifgo_to_ifog(w_fw[:, :n_in], 0).t(), ifgo_to_ifog(w_bw[:, :n_in], 0).t()], 0)  # (2, in, 4u)
+        bias = torch.stack([ifgo_to_ifog(effective_bias(self.fw_cell.bias, fb), 0),
+                            ifgo_to_ifog(effective_bias(self.bw_cell.bias, fb), 0)], 0).unsqueeze(1)
+        # both directions, time-major: (2, time * batch, in); the backward one reversed within lengths
+        xs = torch.stack([inputs, reverse_within_lengths_3d(inputs, input_lengths)], 0).transpose(1, 2)
+        gx = torch.baddbmm(bias, xs.reshape(2, n_steps * batch, n_in), w_ih).view(2, n_steps, batch, 4 * u)
+        # (2, u, 4u) as a transposed view of contiguous (2, 4u, u): the "NT" GEMM is the faster one on CPU
+        w_hh = torch.stack([ifgo_to_ifog(w_fw[:, n_in:], 0), ifgo_to_ifog(w_bw[:, n_in:], 0)], 0).transpose(1, 2)
+        valid: Optional[Tensor] = None
+        if input_lengths is not None:
+            ar = torch.arange(n_steps, device=inputs.device).unsqueeze(1)
+            valid = (ar < input_lengths.to(inputs.device).unsqueeze(0)).view(n_steps, 1, batch, 1)
+        keep_c: Optional[Tensor] = None
+        keep_h: Optional[Tensor] = None
+        if zoneout_masks is not None:
+            (fc, fh), (bc, bh) = zoneout_masks
+            shape = [batch, n_steps, u]
+            for m in (fc, fh, bc, bh):
+                check_mask(m, "zoneout_masks", block, shape, self._mask_doc)
+            keep_c = torch.stack([fc, reverse_within_lengths_3d(bc, input_lengths)], 0).permute(2, 0, 1, 3).to(inputs.dtype)
+            keep_h = torch.stack([fh, reverse_within_lengths_3d(bh, input_lengths)], 0).permute(2, 0, 1, 3).to(inputs.dtype)
+        elif self.training:
+            keep_c = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)
+            keep_h = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)
+        out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)  # (time, 2, batch, u)
+        out = out.permute(1, 2, 0, 3)
+        return torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
+
+    @torch.jit.unused
+    def _tf1_variables(self):
+        out = {}
+        for d, cell in (("fw", self.fw_cell), ("bw", self.bw_cell)):
+            for k, v in cell._tf1_variables().items():
+                out[f"bidirectional_rnn/{d}/encoder_{d}_LSTM/{k}"] = v
+        return out

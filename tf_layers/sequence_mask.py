@@ -1,9 +1,6 @@
 """``sequence_mask``: the Tacotron-2 length mask whose time axis is rounded up to a multiple of ``r``."""
 from __future__ import annotations
 
-import sys
-import types
-
 import tensorflow as tf
 
 from .masked_losses import check_outputs_per_step, checked_lengths, padded_max_length
@@ -42,14 +39,3 @@ def sequence_mask(lengths, r, expand: bool = True, dtype="float32"):
     mask = tf.sequence_mask(lengths, maxlen=padded_max_length(lengths, r), dtype=dtype)
     return mask[:, :, None] if expand else mask
 
-
-class _CallableModule(types.ModuleType):
-    """The submodule shares its name with the exported function: once ``tf_layers.sequence_mask`` is imported as
-    a submodule, Python binds the package attribute to the module. Calling the module calls the function,
-    so ``from tf_layers import sequence_mask`` works in every import order."""
-
-    def __call__(self, *args, **kwargs):
-        return sequence_mask(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

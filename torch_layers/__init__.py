@@ -3,51 +3,68 @@
 Twins of the TF1 Tacotron-2 blocks and clean versions of four classic PyTorch speech modules.
 ``import torch_layers`` never imports tensorflow.
 """
-import importlib
+# isort: skip_file
+# Eager imports: every Keras layer registers itself for deserialization as soon as the package is
+# imported, and `sequence_mask` (function and submodule share the name) is bound last, to the function.
+
+from . import activations, norms  # noqa: F401
+from .cbhg import CBHG
+from .contrastive_loss import ContrastiveLoss
+from .conv1d_block import Conv1DBlock
+from .decoder_rnn import DecoderRNN
+from .encoder_convolutions import EncoderConvolutions
+from .encoder_rnn import EncoderRNN
+from .frame_projection import FrameProjection
+from .gaussian_embedding import GaussianEmbedding, repeat_merge
+from .gumbel_vector_quantizer import GumbelVectorQuantizer
+from .highway_net import HighwayNet
+from .masked_losses import (
+    MaskedLinearLoss,
+    MaskedMSE,
+    MaskedSigmoidCrossEntropy,
+    masked_linear_loss,
+    masked_mse,
+    masked_sigmoid_cross_entropy,
+)
+from .migrated import load_migrated
+from .postnet import Postnet
+from .prenet import Prenet
+from .sequence_mask import sequence_mask  # last: binds the name to the function, not the submodule
+from .speaker_encoder import SpeakerEncoder
+from .stop_projection import StopProjection
+from .tac import TAC
+from .tf1_exchange import TF1WeightsError
+from .tf1_gru_cell import TF1GRUCell
+from .zoneout_lstm_cell import ZoneoutLSTMCell
 
 __version__ = "0.1.0"
 
-# public name -> submodule that defines it (one class a file)
-_EXPORTS = {
-    "Conv1DBlock": "conv1d_block",
-    "HighwayNet": "highway_net",
-    "CBHG": "cbhg",
-    "ZoneoutLSTMCell": "zoneout_lstm_cell",
-    "EncoderConvolutions": "encoder_convolutions",
-    "EncoderRNN": "encoder_rnn",
-    "Prenet": "prenet",
-    "DecoderRNN": "decoder_rnn",
-    "FrameProjection": "frame_projection",
-    "StopProjection": "stop_projection",
-    "Postnet": "postnet",
-    "sequence_mask": "sequence_mask",
-    "masked_mse": "masked_losses",
-    "masked_sigmoid_cross_entropy": "masked_losses",
-    "masked_linear_loss": "masked_losses",
-    "MaskedMSE": "masked_losses",
-    "MaskedSigmoidCrossEntropy": "masked_losses",
-    "MaskedLinearLoss": "masked_losses",
-    "SpeakerEncoder": "speaker_encoder",
-    "TAC": "tac",
-    "GaussianEmbedding": "gaussian_embedding",
-    "repeat_merge": "gaussian_embedding",
-    "ContrastiveLoss": "contrastive_loss",
-    "GumbelVectorQuantizer": "gumbel_vector_quantizer",
-    "TF1WeightsError": "tf1_exchange",
-    "load_migrated": "migrated",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torch_layers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__ = [
+    "CBHG",
+    "ContrastiveLoss",
+    "Conv1DBlock",
+    "DecoderRNN",
+    "EncoderConvolutions",
+    "EncoderRNN",
+    "FrameProjection",
+    "GaussianEmbedding",
+    "GumbelVectorQuantizer",
+    "HighwayNet",
+    "MaskedLinearLoss",
+    "MaskedMSE",
+    "MaskedSigmoidCrossEntropy",
+    "Postnet",
+    "Prenet",
+    "SpeakerEncoder",
+    "StopProjection",
+    "TAC",
+    "TF1GRUCell",
+    "TF1WeightsError",
+    "ZoneoutLSTMCell",
+    "load_migrated",
+    "masked_linear_loss",
+    "masked_mse",
+    "masked_sigmoid_cross_entropy",
+    "repeat_merge",
+    "sequence_mask",
+]

@@ -1,8 +1,6 @@
 """``sequence_mask``: the Tacotron-2 length mask whose time axis is rounded up to a multiple of ``r``."""
 from __future__ import annotations
 
-import sys
-import types
 from typing import Optional
 
 import torch
@@ -46,14 +44,3 @@ def sequence_mask(lengths: torch.Tensor, r: int, expand: bool = True,
     mask = (steps.unsqueeze(0) < lengths.unsqueeze(1)).to(torch.float32 if dtype is None else dtype)
     return mask.unsqueeze(-1) if expand else mask
 
-
-class _CallableModule(types.ModuleType):
-    """The submodule shares its name with the exported function: once ``torch_layers.sequence_mask`` is imported as
-    a submodule, Python binds the package attribute to the module. Calling the module calls the function,
-    so ``from torch_layers import sequence_mask`` works in every import order."""
-
-    def __call__(self, *args, **kwargs):
-        return sequence_mask(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

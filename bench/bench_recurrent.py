@@ -1,7 +1,8 @@
 """Speed of the recurrent blocks: Keras vs the TF1 legacy graph, torch vs the fused ``torch.nn.LSTM``.
 
-Measured side by side in one run, interleaved (the TF1 graph runs in a ``TF_USE_LEGACY_KERAS=1``
-subprocess that answers timing requests between the Keras timings). Targets (issue #3): Keras <= 1.0x the
+Keras vs TF1 under identical conditions: each side runs in its own clean timing subprocess
+(``bench._keras_timing`` / ``bench._legacy_timing`` with ``TF_USE_LEGACY_KERAS=1``; neither imports torch),
+same thread settings and inputs, alternating rounds, medians (see :func:`method_line`). Targets (issue #3): Keras <= 1.0x the
 TF1 graph; torch <= 2x the fused ``nn.LSTM`` of the same size.
 """
 from __future__ import annotations
@@ -11,7 +12,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -21,21 +21,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER = dict(batch=16, time=200, input=512, size=256)
 DECODER = dict(batch=32, input=768, size=1024, layers=2)
 REPEATS = 7
+ROUNDS = 15
+WARMUP = 2
+THREADS = os.cpu_count() or 1  # TF intra-op and inter-op threads of both timing subprocesses
 
 
-class LegacyTimer:
-    """The TF1 graph in a subprocess: ``time(n)`` runs the op n times there and returns seconds."""
+class TimingServer:
+    """A timing server subprocess (``bench._legacy_timing`` or ``bench._keras_timing``): ``time(n)`` runs its
+    op n times there and returns seconds."""
 
-    def __init__(self, kind: str, sizes: dict):
-        env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    def __init__(self, module: str, kind: str, sizes: dict, legacy: bool):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+        env.pop("TF_USE_LEGACY_KERAS", None)
+        if legacy:
+            env["TF_USE_LEGACY_KERAS"] = "1"
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench._legacy_timing", kind, json.dumps(sizes)], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", module, kind, json.dumps(sizes), str(THREADS)], cwd=ROOT,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             self.close()
-            raise RuntimeError(f"legacy timing subprocess failed to start ({line!r})")
+            raise RuntimeError(f"{module} timing subprocess failed to start ({line!r})")
 
     def time(self, n: int) -> float:
         self.proc.stdin.write(f"{n}\n")
@@ -48,65 +55,55 @@ class LegacyTimer:
             self.proc.wait(timeout=60)
 
 
-def _interleaved(keras_fn, legacy: LegacyTimer, n: int, repeats: int = REPEATS) -> tuple[float, float]:
-    """Median seconds per call of ``keras_fn`` and of the legacy op, requests interleaved."""
-    for _ in range(2):
-        keras_fn()
-    legacy.time(2)
-    ks, ls = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            keras_fn()
-        ks.append((time.perf_counter() - t0) / n)
-        ls.append(legacy.time(n) / n)
-    return statistics.median(ks), statistics.median(ls)
+def _interleaved(kind: str, sizes: dict, n: int, rounds: int = ROUNDS) -> tuple[float, float]:
+    """Median seconds per call of the Keras layer and of the TF1 graph, each in its own clean subprocess.
+
+    Both servers are up at once and answer in alternating order (Keras first in even rounds, TF1 first in
+    odd ones); each answer is the mean of ``n`` back-to-back calls, and the result the median over rounds.
+    """
+    servers = {}
+    try:
+        servers["keras"] = TimingServer("bench._keras_timing", kind, sizes, legacy=False)
+        servers["legacy"] = TimingServer("bench._legacy_timing", kind, sizes, legacy=True)
+        for srv in servers.values():  # warm-up, beyond the servers' own 3 calls
+            srv.time(WARMUP)
+        samples = {k: [] for k in servers}
+        for r in range(rounds):
+            for k in (("keras", "legacy") if r % 2 == 0 else ("legacy", "keras")):
+                samples[k].append(servers[k].time(n) / n)
+    finally:
+        for srv in servers.values():
+            srv.close()
+    return statistics.median(samples["keras"]), statistics.median(samples["legacy"])
 
 
 def _lengths(batch, time_steps):
     return [time_steps - (7 * i) % (time_steps // 2) for i in range(batch)]
 
 
+def method_line() -> str:
+    return (f"method: Keras (tf.function with a static input_signature, called via its concrete function) and the "
+            f"TF1 graph (session.run) each run "
+            f"in its own clean subprocess (tensorflow + the layer code only; TF1 with TF_USE_LEGACY_KERAS=1), "
+            f"{THREADS} intra-op + {THREADS} inter-op TF threads each, identical seed-0 inputs held on the device, "
+            f"all outputs fetched as numpy; 3 + {WARMUP} warm-up calls, then {ROUNDS} alternating rounds of n calls "
+            f"per side; median per-call time over rounds")
+
+
 def bench_keras_encoder():
-    import tensorflow as tf
-
-    import tf_layers
-
     s = ENCODER
-    enc = tf_layers.EncoderRNN(size=s["size"], zoneout=0.1)
-    x = tf.constant(np.random.default_rng(0).standard_normal((s["batch"], s["time"], s["input"])).astype(np.float32))
-    fn = tf.function(lambda a, b: enc(a, b, training=False))
     for label, lengths in (("mixed lengths", _lengths(s["batch"], s["time"])), ("full lengths", [s["time"]] * s["batch"])):
-        lens = tf.constant(lengths, tf.int32)
-        legacy = LegacyTimer("encoder", {**s, "lengths": lengths})
-        try:
-            tk, tl = _interleaved(lambda lens=lens: fn(x, lens).numpy(), legacy, n=3)
-        finally:
-            legacy.close()
+        tk, tl = _interleaved("encoder", {**s, "lengths": lengths}, n=3)
         print(f"encoder B={s['batch']} T={s['time']} {s['input']}->2x{s['size']} inference, {label} "
               f"(mean {np.mean(lengths):.0f}): Keras EncoderRNN (tf.function) {tk * 1e3:.1f} ms, TF1 graph (session) "
-              f"{tl * 1e3:.1f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)")
+              f"{tl * 1e3:.1f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)", flush=True)
 
 
 def bench_keras_decoder_step():
-    import tensorflow as tf
-
-    import tf_layers
-
     s = DECODER
-    g = np.random.default_rng(0)
-    dec = tf_layers.DecoderRNN(layers=s["layers"], size=s["size"], zoneout=0.1)
-    x = tf.constant(g.standard_normal((s["batch"], s["input"])).astype(np.float32))
-    states = tuple((tf.constant(g.standard_normal((s["batch"], s["size"])).astype(np.float32)),
-                    tf.constant(g.standard_normal((s["batch"], s["size"])).astype(np.float32))) for _ in range(s["layers"]))
-    fn = tf.function(lambda a, st: dec(a, st, training=False))
-    legacy = LegacyTimer("decoder_step", s)
-    try:
-        tk, tl = _interleaved(lambda: fn(x, states)[0].numpy(), legacy, n=20)
-    finally:
-        legacy.close()
+    tk, tl = _interleaved("decoder_step", s, n=20)
     print(f"decoder one step B={s['batch']} {s['input']}->{s['layers']}x{s['size']} inference: Keras DecoderRNN (tf.function) "
-          f"{tk * 1e3:.2f} ms, TF1 graph (session) {tl * 1e3:.2f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)")
+          f"{tk * 1e3:.2f} ms, TF1 graph (session) {tl * 1e3:.2f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)", flush=True)
 
 
 def bench_torch():
@@ -145,6 +142,7 @@ def bench_torch():
 
 
 def main():
+    print(method_line())
     bench_keras_encoder()
     bench_keras_decoder_step()
     bench_torch()

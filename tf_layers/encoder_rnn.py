@@ -4,7 +4,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from ._sequence import reverse_within_lengths
 from ._validation import check_float_tensor, check_lengths
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -22,9 +21,10 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
     """One direction of a zoneout LSTM over a batch sorted by decreasing length.
 
     Each step computes TF1's ``concat([x_t, h]) @ kernel + bias`` for the ``active[t]`` leading rows only (the
-    sequences still running at step ``t``); the other rows keep their state and output zeros -- exactly
+    sequences still running at step ``t``); the other rows output zeros (their final states are not needed) -- exactly
     ``dynamic_rnn(sequence_length=...)``, whose per-step work on finished rows is discarded anyway. Two
-    ``tf.while_loop`` s: the steps where every sequence runs (no slicing at all), then the tail.
+    ``tf.while_loop`` s: the steps where every sequence runs (no slicing at all), then the tail (no iterations
+    when every sequence is full length).
 
     Args:
         xs: ``(time, batch, in)`` inputs, time-major, rows sorted by decreasing length.
@@ -40,21 +40,22 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
     zero = tf.zeros(tf.stack([batch, units]), xs.dtype)
     outputs = tf.TensorArray(xs.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
 
-    def step(t, c, h, k):
-        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([xs[t, :k], h], -1), kernel) + bias, c)
-        c_z = zoneout(c_new, c, zoneout_cell, None if keep_c is None else keep_c[t, :k])
-        h_z = zoneout(h_new, h, zoneout_output, None if keep_h is None else keep_h[t, :k])
-        return h_new, c_z, h_z
-
     def full_body(t, c, h, outputs):  # every sequence still running: no slicing
-        h_new, c, h = step(t, c, h, batch)
+        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([xs[t], h], -1), kernel) + bias, c)
+        c = zoneout(c_new, c, zoneout_cell, None if keep_c is None else keep_c[t])
+        h = zoneout(h_new, h, zoneout_output, None if keep_h is None else keep_h[t])
         return t + 1, c, h, outputs.write(t, h_new)
 
     def partial_body(t, c, h, outputs):  # only the ``active[t]`` leading rows run
+        # ``active`` never grows and only outputs are returned: the state shrinks to the running rows (the
+        # finished rows' frozen states are never read again), so no concatenation back to ``batch`` rows
         k = active[t]
-        h_new, c_z, h_z = step(t, c[:k], h[:k], k)
+        c, h = c[:k], h[:k]
+        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([xs[t, :k], h], -1), kernel) + bias, c)
+        c = zoneout(c_new, c, zoneout_cell, None if keep_c is None else keep_c[t, :k])
+        h = zoneout(h_new, h, zoneout_output, None if keep_h is None else keep_h[t, :k])
         out = tf.pad(h_new, tf.stack([tf.stack([0, batch - k]), [0, 0]]))
-        return t + 1, tf.concat([c_z, c[k:]], 0), tf.concat([h_z, h[k:]], 0), outputs.write(t, out)
+        return t + 1, c, h, outputs.write(t, out)
 
     state_shape = tf.TensorShape([None, units])
     invariants = (tf.TensorShape([]), state_shape, state_shape, tf.TensorShape(None))
@@ -73,9 +74,10 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
     :class:`ZoneoutLSTMCell` (``encoder_fw_LSTM``, ``encoder_bw_LSTM``): the backward direction runs each
     sequence reversed within its own length, outputs past a sequence's length are zeros and the states stop
     at the length. The batch is sorted by decreasing length so each step only computes the sequences still
-    running (what ``dynamic_rnn`` keeps); the two directions are independent ``tf.while_loop`` s that TensorFlow
-    runs concurrently. (Measured on CPU, TF1's per-step ``concat([x, h]) @ kernel`` beats a separate input
-    projection before the loop -- see ``bench/bench_recurrent.py``.)
+    running (what ``dynamic_rnn`` keeps; a batch already in that order, e.g. all full length, is not
+    gathered); the two directions are independent ``tf.while_loop`` s that TensorFlow runs concurrently. (Measured
+    on CPU, TF1's per-step ``concat([x, h]) @ kernel`` does the same work as a separate input projection before
+    the loop -- see ``bench/bench_recurrent.py``.)
 
     Args:
         size: int, LSTM units per direction.
@@ -147,35 +149,54 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
         dtype = self.compute_dtype
         x = tf.cast(inputs, dtype)
         batch, n_steps = tf.shape(x)[0], tf.shape(x)[1]
-        if input_lengths is None:
-            lengths = tf.fill(tf.reshape(batch, [1]), n_steps)
+        u = self.size
+        masks = None if zoneout_masks is None else self._masks(zoneout_masks, x)
+        if input_lengths is None:  # every sequence full length: no sorting, plain reversal
+            lens = None
+            active = tf.fill(tf.reshape(n_steps, [1]), batch)
+
+            def restore(y):
+                return y
         else:
             lengths = tf.cast(check_lengths(input_lengths, "input_lengths", block, batch_dim=x.shape[0]), tf.int32)
-        u = self.size
-        # sort by decreasing length so that the running sequences of step t are the leading rows
-        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
-        lens = tf.gather(lengths, order)
-        active = tf.reduce_sum(tf.cast(lens[None, :] > tf.range(n_steps)[:, None], tf.int32), axis=1)
-        x = tf.gather(x, order)
+            # sort by decreasing length so that the running sequences of step t are the leading rows; a batch
+            # already in that order (e.g. all full length) skips the gathers
+            in_order = tf.reduce_all(lengths[:-1] >= lengths[1:])
+            order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+
+            def sort(a):
+                return tf.cond(in_order, lambda: tf.identity(a), lambda: tf.gather(a, order))
+
+            def restore(y):
+                return tf.cond(in_order, lambda: tf.identity(y), lambda: tf.gather(y, tf.math.invert_permutation(order)))
+
+            lens = sort(lengths)
+            active = tf.reduce_sum(tf.cast(lens[None, :] > tf.range(n_steps)[:, None], tf.int32), axis=1)
+            x = sort(x)
+            if masks is not None:
+                masks = [sort(m) for m in masks]
 
         def time_major(a):
             return tf.transpose(a, [1, 0, 2])
 
+        def reverse(a):  # time-major reverse_within_lengths: saves transposes around the backward direction
+            if lens is None:
+                return tf.reverse(a, axis=[0])
+            return tf.reverse_sequence(a, tf.cast(lens, tf.int64), seq_axis=0, batch_axis=1)
+
         keeps = [None] * 4
-        if zoneout_masks is not None:
-            fc, fh, bc, bh = (tf.gather(m, order) for m in self._masks(zoneout_masks, x))
-            keeps = [time_major(fc), time_major(fh), time_major(reverse_within_lengths(bc, lens)),
-                     time_major(reverse_within_lengths(bh, lens))]
+        if masks is not None:
+            fc, fh, bc, bh = (time_major(m) for m in masks)
+            keeps = [fc, fh, reverse(bc), reverse(bh)]
         elif training:
             shape = tf.stack([n_steps, batch, u])
             keeps = [keep_masks(shape, self.zoneout, self.seed_generator, dtype) for _ in range(4)]
+        xt = time_major(x)
         outs = []
-        for d, (cell, xs) in enumerate(((self.fw_cell, x), (self.bw_cell, reverse_within_lengths(x, lens)))):
-            out = direction_scan(time_major(xs), tf.cast(cell.kernel, dtype), effective_bias(cell.bias, dtype), active,
-                                 keeps[2 * d], keeps[2 * d + 1], self.zoneout, self.zoneout)
-            outs.append(time_major(out))
-        y = tf.concat([outs[0], reverse_within_lengths(outs[1], lens)], axis=-1)
-        return tf.gather(y, tf.math.invert_permutation(order))
+        for d, (cell, xs) in enumerate(((self.fw_cell, xt), (self.bw_cell, reverse(xt)))):
+            outs.append(direction_scan(xs, tf.cast(cell.kernel, dtype), effective_bias(cell.bias, dtype), active,
+                                       keeps[2 * d], keeps[2 * d + 1], self.zoneout, self.zoneout))
+        return restore(time_major(tf.concat([outs[0], reverse(outs[1])], axis=-1)))
 
     def compute_output_shape(self, inputs_shape, input_lengths_shape=None):
         return tuple(inputs_shape[:-1]) + (2 * self.size,)

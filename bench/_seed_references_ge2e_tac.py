@@ -55,6 +55,11 @@ def _glob_ln(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.
     return (gamma * normed.transpose(1, -1) + beta).transpose(1, -1)
 
 
+def _stage(name: str):
+    """Profiling hook: a named ``torch.profiler`` range (no effect on the values; near-free when not profiling)."""
+    return torch.profiler.record_function(name)
+
+
 def tac_loop(state: dict, x: torch.Tensor, valid_mics: torch.Tensor | None = None) -> torch.Tensor:
     """TAC forward in the upstream layout (features last, flattened rows), gLN + PReLU, with the valid-mic
     mean taken example by example in a Python loop and ``concat_tf`` applied to the expanded concat.
@@ -70,10 +75,17 @@ def tac_loop(state: dict, x: torch.Tensor, valid_mics: torch.Tensor | None = Non
     def tf(prefix, v):
         return F.prelu(F.linear(v, state[prefix + ".0.weight"], state[prefix + ".0.bias"]), state[prefix + ".1.weight"])
 
-    out = tf("input_tf", x.permute(0, 3, 4, 1, 2).reshape(b * m * k * n, c)).reshape(b, k, n, m, hid)
-    means = torch.cat([out[i, :, :, : int(valid_mics[i])].mean(2).unsqueeze(0) for i in range(b)], 0)
-    means = tf("avg_tf", means.reshape(b * k * n, hid)).reshape(b, k, n, hid).unsqueeze(3).expand_as(out)
-    out = torch.cat([out, means], -1)
-    out = tf("concat_tf", out.reshape(b * k * n * m, -1)).reshape(b, k, n, m, -1)
-    out = _glob_ln(out.permute(0, 3, 4, 1, 2).reshape(b * m, -1, k, n), state["norm.gamma"], state["norm.beta"])
-    return out.reshape(b, m, -1, k, n) + x
+    with _stage("ref: input_tf (permute + Linear + PReLU)"):
+        out = tf("input_tf", x.permute(0, 3, 4, 1, 2).reshape(b * m * k * n, c)).reshape(b, k, n, m, hid)
+    with _stage("ref: valid-mic mean (loop over batch)"):
+        means = torch.cat([out[i, :, :, : int(valid_mics[i])].mean(2).unsqueeze(0) for i in range(b)], 0)
+    with _stage("ref: avg_tf (Linear + PReLU)"):
+        means = tf("avg_tf", means.reshape(b * k * n, hid)).reshape(b, k, n, hid).unsqueeze(3).expand_as(out)
+    with _stage("ref: concatenate"):
+        out = torch.cat([out, means], -1)
+    with _stage("ref: concat_tf (Linear + PReLU)"):
+        out = tf("concat_tf", out.reshape(b * k * n * m, -1)).reshape(b, k, n, m, -1)
+    with _stage("ref: permute + gLN"):
+        out = _glob_ln(out.permute(0, 3, 4, 1, 2).reshape(b * m, -1, k, n), state["norm.gamma"], state["norm.beta"])
+    with _stage("ref: residual"):
+        return out.reshape(b, m, -1, k, n) + x

@@ -5,6 +5,11 @@
 - TAC forward, B=16, 6 mics, 64 features, chunk 100, 20 chunks, mixed ``valid_mics``, default hidden 384
   (and 128 for context): ``torch_layers.TAC`` vs the upstream per-example loop (target >= 3x, equal within
   1e-6). Equality is reported in float64 (the maths) and float32 (max |Δ| and the output scale).
+  Then where the time goes: a ``torch.profiler`` run of each (the reference's named stages, the library's
+  ops by kind), and the GEMM floor: the multiply-adds each must do (library: ``input_tf`` on every mic
+  slot, ``avg_tf`` once per position, ``concat_tf``'s own half per mic slot and its averaged half once
+  per position; reference: ``concat_tf`` on the full concatenation for every mic slot), the time of those
+  GEMMs alone on preallocated buffers, and the speed-up the library would reach if only its GEMMs remained.
 """
 from __future__ import annotations
 
@@ -65,13 +70,94 @@ def _tac(hidden: int):
         d64 = float((m64(x.double(), vm) - tac_loop({k: v.double() for k, v in state.items()}, x.double(), vm))
                     .abs().max())
         del y, r, m64
-        t = compare_times({"vectorised": lambda: m(x, vm), "loop": lambda: tac_loop(state, x, vm)}, repeats=5, warmup=1)
+        t = compare_times({"vectorised": lambda: m(x, vm), "loop": lambda: tac_loop(state, x, vm)}, repeats=7, warmup=1)
     ratio = t["loop"] / t["vectorised"]
     print(f"TAC fwd B16 x 6 mics x 64 x 100 x 20, hidden {hidden}: vectorised {t['vectorised'] * 1e3:.0f} ms, "
           f"per-example loop {t['loop'] * 1e3:.0f} ms, speed-up {ratio:.2f}x (target >= 3x: "
           f"{'OK' if ratio >= 3 else 'MISSED'})")
     print(f"  max |Δ| float64 {d64:.3e} (target <= 1e-6: {'OK' if d64 <= 1e-6 else 'MISSED'}); float32 {d32:.3e} "
           f"at output scale {scale:.2f} ({d32 / scale:.1e} relative)")
+    _tac_analysis(m, state, x, vm, t["vectorised"], t["loop"])
+
+
+_GEMM_OPS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm")
+_LIB_KINDS = {
+    "GEMMs (baddbmm/bmm/addmm)": _GEMM_OPS,
+    "bias broadcast into GEMM outputs (copy_/fill_)": ("aten::copy_", "aten::fill_"),
+    "activations in place": ("aten::leaky_relu_", "aten::_prelu_kernel", "aten::relu_"),
+    "valid-mic mean (mask, sum, divide)": ("aten::masked_fill_", "aten::sum", "aten::div_", "aten::ge", "aten::arange"),
+    "gLN stats + scale/shift + residual": ("aten::var_mean", "aten::addcmul", "aten::add_", "aten::rsqrt", "aten::mul",
+                                           "aten::sub", "aten::add"),
+}
+
+
+def _profiles(fns: dict, rounds: int = 3) -> dict:
+    """Per callable: ``{op or range name: (self us, total us)}``, the median over interleaved profiled runs."""
+    import statistics
+
+    from torch.profiler import ProfilerActivity, profile
+
+    runs = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                fn()
+            runs[k].append({e.key: (e.self_cpu_time_total, e.cpu_time_total) for e in prof.key_averages()})
+    out = {}
+    for k, rs in runs.items():
+        keys = dict.fromkeys(key for r in rs for key in r)  # first-seen order: the stages in order
+        out[k] = {key: tuple(statistics.median(r.get(key, (0, 0))[i] for r in rs) for i in (0, 1)) for key in keys}
+    return out
+
+
+def _tac_analysis(m, state, x, vm, t_ours: float, t_loop: float):
+    """Stage times (profiler wall time of each op / named range on the calling thread) and the GEMM floor."""
+    b, mics, feats, k, n = x.shape
+    hid = m.hidden_dim
+    pos, slots = b * k * n, b * mics * k * n
+    macs_lib = slots * feats * hid + pos * hid * hid + slots * hid * feats + pos * hid * feats
+    macs_ref = slots * feats * hid + pos * hid * hid + slots * 2 * hid * feats
+    with torch.no_grad():
+        p = _profiles({"lib": lambda: m(x, vm), "ref": lambda: tac_loop(state, x, vm)})
+        lib, ref = p["lib"], p["ref"]
+        # the GEMMs alone, each layout as its implementation uses it, outputs preallocated
+        w_in, w_avg, w_cat = (state[f"{p}.0.weight"] for p in ("input_tf", "avg_tf", "concat_tf"))
+        xs = x.reshape(b * mics, feats, k * n)
+        h = torch.randn(b * mics, hid, k * n)
+        mean = torch.randn(b, hid, k * n)
+        o_h, o_y = torch.empty_like(h), torch.empty(b * mics, feats, k * n)
+        o_avg, o_sh = torch.empty_like(mean), torch.empty(b, feats, k * n)
+        rows_x, rows_m, rows_cat = torch.randn(slots, feats), torch.randn(pos, hid), torch.randn(slots, 2 * hid)
+        r_h, r_a, r_y = o_h.view(slots, hid), torch.empty(pos, hid), torch.empty(slots, feats)
+
+        def lib_gemms():
+            torch.bmm(w_in.expand(b * mics, hid, feats), xs, out=o_h)
+            torch.bmm(w_avg.expand(b, hid, hid), mean, out=o_avg)
+            torch.bmm(w_cat[:, :hid].expand(b * mics, feats, hid), h, out=o_y)
+            torch.bmm(w_cat[:, hid:].expand(b, feats, hid), mean, out=o_sh)
+
+        def ref_gemms():
+            torch.mm(rows_x, w_in.t(), out=r_h)
+            torch.mm(rows_m, w_avg.t(), out=r_a)
+            torch.mm(rows_cat, w_cat.t(), out=r_y)
+
+        g = compare_times({"lib": lib_gemms, "ref": ref_gemms}, repeats=5, warmup=1)
+    ms = 1e-3  # profiler times are in microseconds
+    ref_total = sum(v[1] for key, v in ref.items() if key.startswith("ref: "))
+    ref_gemm = sum(ref.get(op, (0, 0))[0] for op in _GEMM_OPS)
+    print(f"  where the time goes (median of 3 interleaved profiled runs, ms): reference {ref_total * ms:.0f} of which GEMMs "
+          f"{ref_gemm * ms:.0f}:")
+    print("    " + ", ".join(f"{key[5:]} {v[1] * ms:.0f}" for key, v in ref.items() if key.startswith("ref: ")))
+    lib_total = sum(v[0] for key, v in lib.items() if key.startswith("aten::"))
+    kinds = {name: sum(lib.get(op, (0, 0))[0] for op in ops) for name, ops in _LIB_KINDS.items()}
+    other = lib_total - sum(kinds.values())
+    print(f"    library {lib_total * ms:.0f}: " + ", ".join(f"{name} {v * ms:.0f}" for name, v in kinds.items())
+          + f", other {other * ms:.0f}")
+    print(f"  GEMM floor: {macs_lib / 1e9:.2f} G multiply-adds (library) vs {macs_ref / 1e9:.2f} G (reference, "
+          f"{macs_ref / macs_lib:.2f}x); GEMMs alone on preallocated buffers: library {g['lib'] * 1e3:.0f} ms, "
+          f"reference {g['ref'] * 1e3:.0f} ms")
+    print(f"  if only the library's GEMMs remained: {t_loop / g['lib']:.1f}x over the measured reference; measured "
+          f"library time is {t_ours / g['lib']:.1f}x its GEMM floor")
 
 
 def main():

@@ -166,3 +166,22 @@ def test_activations_match_torch_nn_in_and_out_of_place(name, ref):
     torch.testing.assert_close(act(x), want, atol=0, rtol=0)
     with torch.no_grad():
         torch.testing.assert_close(act.inplace(x.clone()), want, atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("activation,norm_type", [("prelu", "gLN"), ("relu", "cLN"), ("tanh", "gLN")])
+@pytest.mark.parametrize("valid", [[3, 1, 2], [3, 3, 3]])
+def test_every_mic_slot_matches_loop_in_float64_with_and_without_autograd(activation, norm_type, valid):
+    # both inference paths (features-major, in place: per-example blocks on CPU, batch-wide elsewhere) and
+    # the autograd path give the upstream values on every mic slot, valid and padded alike
+    m = _randomised(activation=activation, norm_type=norm_type, dtype=torch.float64)
+    x = torch.randn(3, MICS, 6, 5, 3, dtype=torch.float64)
+    vm = torch.tensor(valid)
+    with torch.no_grad():
+        fast = m(x, vm)
+    slow = m(x, vm).detach()
+    if activation == "prelu" and norm_type == "gLN":
+        want = tac_loop({k: v.detach() for k, v in m.state_dict().items()}, x, vm)
+        torch.testing.assert_close(fast, want, atol=1e-12, rtol=0)
+    torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
+    with torch.no_grad():  # the batch-wide inference path (used off CPU) on CPU too
+        torch.testing.assert_close(m._forward_inference(x, m._mic_counts(vm, 3, MICS)), slow, atol=1e-12, rtol=0)

@@ -98,11 +98,18 @@ class TAC(nn.Module):
     the block. The state-dict keys are asteroid's: ``input_tf.0.weight``, ``input_tf.0.bias``,
     ``input_tf.1.weight`` (PReLU), ``avg_tf.*``, ``concat_tf.*``, ``norm.gamma``, ``norm.beta``.
 
-    Implementation: the microphone mean is one masked reduction over the mic axis (no loop over the
-    batch); ``concat_tf``'s weight is applied as two halves, so the averaged branch is projected once
-    per position instead of once per microphone (same maths, no ``(…, 2*hidden_dim)`` concatenation);
-    at inference (no autograd) the masking and the activations happen in place on fresh GEMM outputs, so
-    no second hidden-size buffer is made.
+    Implementation: ``concat_tf``'s weight is applied as two halves, so the averaged branch is projected
+    once per position instead of once per microphone (same maths, no ``(…, 2*hidden_dim)``
+    concatenation). At inference (no autograd) every Linear works on the input's own features-major
+    layout: the weight sits on the left of a batched GEMM over ``(mics, features,
+    chunk_size*n_chunks)``, so neither the input nor the output is permuted; biases are fused into the
+    GEMMs (``baddbmm``/``addmm``), the activations, the valid-mic mean, gLN (statistics per mic slot,
+    folded with the residual into one scale and one shift per (mic slot, feature)) run in place, and
+    ``concat_tf``'s GEMM writes the output buffer. On CPU this runs one example at a time on buffers
+    reused across the batch (cache blocking: the ``(mics, hidden_dim, positions)`` activations are
+    touched once instead of a fresh batch-sized buffer); on other devices over the whole batch at once
+    (padded slots zeroed for the mean after ``concat_tf`` used them). With autograd the same maths runs
+    out of place on the rows layout.
 
     ``valid_mics``: ``None`` means every mic slot is valid. Upstream treats ``valid_mics.max() == 0``
     as "fixed geometry" but then averages over the wrong axis (the ``chunk_size`` axis); here an
@@ -186,10 +193,14 @@ class TAC(nn.Module):
                              + self._shape_doc + "; got shape " + str(list(x.shape)) + ".")
         batch, mics, feats, chunk_size, n_chunks = x.shape
         counts = self._mic_counts(valid_mics, batch, mics)
+        if not torch.is_grad_enabled():
+            if x.device.type == "cpu":
+                return self._forward_blocked(x, counts)
+            return self._forward_inference(x, counts)
         hid = self.hidden_dim
         lin_in, lin_avg, lin_cat = self.input_tf[0], self.avg_tf[0], self.concat_tf[0]
         # rows (batch, chunk_size, n_chunks, mics) x features: every Linear is one GEMM on the last axis.
-        # Activations run in place when autograd is off (they then overwrite fresh GEMM outputs only).
+        # (Autograd path; without autograd `_forward_inference` runs instead.)
         rows = x.permute(0, 3, 4, 1, 2).reshape(-1, feats)
         h = self.input_tf[1].inplace(torch.addmm(lin_in.bias, rows, lin_in.weight.t()))  # (B*K*L*M, H)
         # concat_tf(concat([h, avg])) = h W[:, :H]^T + avg W[:, H:]^T + b: the own half per mic ...
@@ -213,6 +224,89 @@ class TAC(nn.Module):
         y = self.norm(y.permute(0, 3, 4, 1, 2).reshape(batch * mics, feats, chunk_size, n_chunks))
         y = y.view(batch, mics, feats, chunk_size, n_chunks)
         return y + x if torch.is_grad_enabled() else y.add_(x)
+
+    def _forward_blocked(self, x: torch.Tensor, counts: Optional[torch.Tensor]) -> torch.Tensor:
+        """CPU inference: the steps of ``_forward_inference`` one example at a time, on per-example buffers
+        reused across the batch (cache-sized, touched once), ``concat_tf`` writing into the output."""
+        batch, mics, feats, chunk_size, n_chunks = x.shape
+        hid = self.hidden_dim
+        pos = chunk_size * n_chunks
+        lin_in, lin_avg, lin_cat = self.input_tf[0], self.avg_tf[0], self.concat_tf[0]
+        xv = x.reshape(batch, mics, feats, pos)  # a view of the input's own layout: no permute
+        out = torch.empty((batch, mics, feats, pos), dtype=x.dtype, device=x.device)
+        valid: list[int] = [mics] * batch if counts is None else counts.tolist()
+        h = torch.empty((mics, hid, pos), dtype=x.dtype, device=x.device)
+        mean = torch.empty((hid, pos), dtype=x.dtype, device=x.device)
+        avg = torch.empty((hid, pos), dtype=x.dtype, device=x.device)
+        shared = torch.empty((feats, pos), dtype=x.dtype, device=x.device)
+        w_in = lin_in.weight.expand(mics, hid, feats)
+        b_in = lin_in.bias.view(1, hid, 1).expand(mics, hid, pos)
+        w_own = lin_cat.weight[:, :hid].expand(mics, feats, hid)
+        for b in range(batch):
+            v = valid[b]
+            torch.baddbmm(b_in, w_in, xv[b], out=h)  # input_tf on every mic slot, bias fused
+            self.input_tf[1].inplace(h)
+            if v == 1:
+                mean.copy_(h[0])
+            else:
+                torch.sum(h[:v], dim=0, out=mean).div_(v)  # the valid mics are the leading slots
+            torch.addmm(lin_avg.bias.view(hid, 1), lin_avg.weight, mean, out=avg)
+            self.avg_tf[1].inplace(avg)
+            torch.addmm(lin_cat.bias.view(feats, 1), lin_cat.weight[:, hid:], avg, out=shared)  # once per position
+            y = out[b]
+            torch.baddbmm(shared.expand(mics, feats, pos), w_own, h, out=y)  # own half + broadcast average
+            self.concat_tf[1].inplace(y)
+            if self.norm_type == "gLN":  # folded with the residual as in _forward_inference
+                var, mu = torch.var_mean(y.view(mics, feats * pos), dim=1, correction=0, keepdim=True)
+                scale = self.norm.gamma.view(1, feats) * (var + self.norm.eps).rsqrt()
+                shift = self.norm.beta.view(1, feats) - mu * scale
+                torch.addcmul(xv[b], y, scale.unsqueeze(2), out=y).add_(shift.unsqueeze(2))
+            else:
+                y.copy_(self.norm(y).add_(xv[b]))
+        return out.view(x.shape)
+
+    def _forward_inference(self, x: torch.Tensor, counts: Optional[torch.Tensor]) -> torch.Tensor:
+        """Inference (no autograd) off CPU: features-major batched GEMMs over the whole batch, every
+        elementwise step in place (see the class docstring). Same maths as the autograd path."""
+        batch, mics, feats, chunk_size, n_chunks = x.shape
+        hid = self.hidden_dim
+        pos = chunk_size * n_chunks
+        rows = batch * mics
+        lin_in, lin_avg, lin_cat = self.input_tf[0], self.avg_tf[0], self.concat_tf[0]
+        xs = x.reshape(rows, feats, pos)  # a view of the input's own layout: no permute
+        # input_tf on every mic slot: weight on the left, bias fused into the GEMM
+        h = torch.baddbmm(lin_in.bias.view(1, hid, 1).expand(rows, hid, pos),
+                          lin_in.weight.expand(rows, hid, feats), xs)
+        h = self.input_tf[1].inplace(h)
+        # concat_tf's own half on every mic slot, written into the output buffer
+        y = torch.bmm(lin_cat.weight[:, :hid].expand(rows, feats, hid), h)
+        # mean over each example's valid (leading) mics; padded h has served concat_tf: zero it in place
+        h3 = h.view(batch, mics, hid * pos)
+        if counts is None:
+            mean = h3.sum(dim=1).div_(mics)
+        else:
+            pad = torch.arange(mics, device=x.device).unsqueeze(0) >= counts.to(x.device).unsqueeze(1)
+            h3[pad] = 0.0  # writes the padded slots only
+            mean = h3.sum(dim=1)
+            mean = mean.div_(counts.to(device=x.device, dtype=x.dtype).unsqueeze(1))
+        avg = torch.baddbmm(lin_avg.bias.view(1, hid, 1), lin_avg.weight.expand(batch, hid, hid),
+                            mean.view(batch, hid, pos))
+        avg = self.avg_tf[1].inplace(avg)
+        # concat_tf's averaged half: once per position, broadcast over the mics
+        shared = torch.baddbmm(lin_cat.bias.view(1, feats, 1), lin_cat.weight[:, hid:].expand(batch, feats, hid), avg)
+        y.view(batch, mics, feats, pos).add_(shared.unsqueeze(1))
+        y = self.concat_tf[1].inplace(y)
+        if self.norm_type == "gLN":
+            # gLN per mic slot over (features, positions), folded with the residual:
+            # (y - mu) / sqrt(var + eps) * gamma + beta + x = x + y * scale + shift,
+            # scale = gamma / sqrt(var + eps), shift = beta - mu * scale (per mic slot and feature)
+            var, mu = torch.var_mean(y.view(rows, feats * pos), dim=1, correction=0, keepdim=True)
+            scale = self.norm.gamma.view(1, feats) * (var + self.norm.eps).rsqrt()
+            shift = self.norm.beta.view(1, feats) - mu * scale
+            y = torch.addcmul(xs, y, scale.unsqueeze(2), out=y).add_(shift.unsqueeze(2))
+        else:
+            y = self.norm(y).add_(xs)
+        return y.view(x.shape)
 
     def extra_repr(self) -> str:
         return f"input_dim={self.input_dim}, hidden_dim={self.hidden_dim}, norm_type={self.norm_type!r}"

@@ -1,19 +1,7 @@
 """Parity of ``EncoderConvolutions``: TF1 legacy reference -> Keras / torch, Keras <-> torch, training masks."""
 from __future__ import annotations
 
-import numpy as np
-
-from ..reference import LegacySpec
-from ..report import compare, stat_row
-from ._common import (
-    FLOAT32_TOL,
-    keras_from_checkpoint,
-    keras_to_torch,
-    randn,
-    to_numpy,
-    torch_from_checkpoint,
-    torch_tensor,
-)
+from ._conv_stack import ConvStack, conv_stack_rows, conv_stack_specs
 
 BLOCK = "EncoderConvolutions"
 
@@ -32,16 +20,6 @@ RATE_CONFIG = dict(kernel_size=3, channels=64, num_layers=1, drop_rate=0.5, acti
 RATE_SHAPE = (8, 32, 4)
 
 
-def legacy_specs():
-    specs = []
-    for i, (_, config, shape) in enumerate(CASES):
-        x = randn(shape, seed=20 + i)
-        specs.append(LegacySpec(BLOCK, config, {"inputs": x}, seed=i))
-        specs.append(LegacySpec(BLOCK, config, {"inputs": x}, seed=i, training=True))
-    specs.append(LegacySpec(BLOCK, RATE_CONFIG, {"inputs": randn(RATE_SHAPE, seed=29)}, seed=9, training=True))
-    return specs
-
-
 def _keras(config):
     import tf_layers
 
@@ -54,85 +32,14 @@ def _torch(config, in_channels):
     return torch_layers.EncoderConvolutions(in_channels, **config)
 
 
-def _masks(result, n):
-    masks = [result.outputs.get(f"mask/{j}") for j in range(n)]
-    return None if all(m is None for m in masks) else masks
+STACK = ConvStack(BLOCK, _keras, _torch, CASES, RAYHANE, RATE_CONFIG, RATE_SHAPE, rate_label='linear stack: 1 - mean(mask)',
+                  stat_config=dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5, activation="linear"), input_seed=20, rate_input_seed=29,
+                  rate_spec_seed=9, stat_seed=7)
+
+
+def legacy_specs():
+    return conv_stack_specs(STACK)
 
 
 def rows(legacy):
-    import torch
-
-    out = []
-    for i, (label, config, shape) in enumerate(CASES):
-        infer, train = legacy[2 * i], legacy[2 * i + 1]
-        x = infer.spec.inputs["inputs"]
-        n = config["num_layers"]
-        rel = i == RAYHANE
-        kb = keras_from_checkpoint(_keras(config), infer)
-        tb = torch_from_checkpoint(_torch(config, shape[-1]), infer).eval()
-        ref = infer.outputs["outputs"]
-        out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL, relative=rel))
-        with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref, FLOAT32_TOL, relative=rel))
-
-        # training mode: batch statistics + the dropout masks TF1 drew
-        masks = _masks(train, n)
-        kt = keras_from_checkpoint(_keras(config), train)
-        tt = torch_from_checkpoint(_torch(config, shape[-1]), train).train()
-        ref_t = train.outputs["outputs"]
-        out.append(compare(BLOCK, "TF1->Keras train", f"{label}: outputs (injected masks)",
-                           kt(x, training=True, dropout_masks=masks), ref_t, FLOAT32_TOL, relative=rel))
-        with torch.no_grad():
-            yt = tt(torch_tensor(x), None if masks is None else [torch_tensor(m) for m in masks])
-        out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs (injected masks)", to_numpy(yt), ref_t,
-                           FLOAT32_TOL, relative=rel))
-
-        # Keras <-> torch through tf1_weights, fresh random initialisation, inference and training
-        kr = _keras(config)
-        xr = randn(shape, seed=200 + i)
-        yk = kr(xr, training=False)
-        tr = keras_to_torch(kr, _torch(config, shape[-1])).eval()
-        with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk,
-                               FLOAT32_TOL, relative=rel))
-        rm = [(np.random.default_rng(300 + i + j).random(shape[:2] + (config["channels"],)) >= 0.5).astype(np.float32)
-              for j in range(n)]
-        yk_t = kr(xr, training=True, dropout_masks=rm)
-        with torch.no_grad():
-            yt_t = tr.train()(torch_tensor(xr), [torch_tensor(m) for m in rm])
-        out.append(compare(BLOCK, "Keras<->torch train", f"{label}: outputs (same masks)", to_numpy(yt_t), yk_t,
-                           FLOAT32_TOL, relative=rel))
-
-    # dropout rate: TF1's drawn masks (tanh layer: activations are never exactly 0) and both frameworks' own
-    out.append(stat_row(BLOCK, "TF1 dropout rate", "linear stack: 1 - mean(mask)",
-                        1.0 - float(np.mean(legacy[-1].outputs["mask/0"])), 0.5, 0.02))
-
-    # float64: the Rayhane-size training path agrees to 1e-9 (separates float32 noise from maths bugs)
-    label, config, shape = CASES[RAYHANE]
-    weights = keras_from_checkpoint(_keras(config), legacy[2 * RAYHANE + 1]).tf1_weights()
-    k64 = _keras({**config, "dtype": "float64"})
-    k64.load_tf1_weights(weights)
-    t64 = _torch({**config, "dtype": torch.float64}, shape[-1]).train()
-    t64.load_tf1_weights(weights)
-    x64 = randn(shape, seed=400).astype(np.float64)
-    rm = [(np.random.default_rng(500 + j).random(shape[:2] + (config["channels"],)) >= 0.5).astype(np.float64)
-          for j in range(config["num_layers"])]
-    yk64 = k64(x64, training=True, dropout_masks=rm)
-    with torch.no_grad():
-        yt64 = t64(torch_tensor(x64), [torch_tensor(m) for m in rm])
-    out.append(compare(BLOCK, "Keras<->torch float64 train", f"{label}: outputs (same masks)", to_numpy(yt64), yk64,
-                       1e-9))
-
-    cfg = dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5, activation="linear")
-    x = randn((8, 64, 4), seed=7)
-    kb = _keras(cfg)
-    yk = np.asarray(kb(x, training=True))
-    tb = keras_to_torch(kb, _torch(cfg, 4)).train()
-    with torch.no_grad():
-        yt = to_numpy(tb(torch_tensor(x)))
-    out.append(stat_row(BLOCK, "Keras dropout rate", "fraction dropped", float(np.mean(yk == 0)), 0.5, 0.02))
-    out.append(stat_row(BLOCK, "torch dropout rate", "fraction dropped", float(np.mean(yt == 0)), 0.5, 0.02))
-    with torch.no_grad():
-        ye = to_numpy(tb.eval()(torch_tensor(x)))
-    out.append(stat_row(BLOCK, "torch eval: no dropout", "fraction dropped", float(np.mean(ye == 0)), 0.0, 0.0))
-    return out
+    return conv_stack_rows(STACK, legacy)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests.helpers.keras_layer_test import run_keras_layer_test
 from tf_layers import GaussianEmbedding, repeat_merge
-from tf_layers.gaussian_embedding import TorchStateDictError
+from tf_layers.torch_exchange import TorchStateDictError
 
 NUM_LABELS, PAD, BLANK, TOKENS = 12, 0, 1, 4
 

@@ -35,6 +35,7 @@ from .stop_projection import StopProjection
 from .tac import TAC
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
+from .torch_exchange import TorchStateDictError
 from .zoneout_lstm_cell import ZoneoutLSTMCell
 
 __version__ = "0.1.0"
@@ -60,6 +61,7 @@ __all__ = [
     "TAC",
     "TF1GRUCell",
     "TF1WeightsError",
+    "TorchStateDictError",
     "ZoneoutLSTMCell",
     "load_migrated",
     "masked_linear_loss",

@@ -9,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from ._validation import check_float_tensor, check_lengths
-from .gumbel_vector_quantizer import GumbelVectorQuantizer, TorchStateEntry, load_torch_entries
+from .gumbel_vector_quantizer import GumbelVectorQuantizer
+from .torch_exchange import TorchStateEntry, load_torch_entries
 
 _REDUCTIONS = ("sum", "mean", "none")
 

@@ -8,35 +8,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["GaussianEmbedding", "IncompatibleKeys", "TorchStateDictError", "repeat_merge"]
+from .torch_exchange import IncompatibleKeys, TorchStateDictError
+
+__all__ = ["GaussianEmbedding", "repeat_merge"]
 
 _EPS = 1e-6
 _LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))
 _BLOCK = "GaussianEmbedding"
-
-
-class TorchStateDictError(ValueError):
-    """A torch state dict does not fit the layer; ``problems`` lists every problem, nothing was assigned."""
-
-    def __init__(self, block: str, problems: list[str]):
-        self.block = block
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{block}: cannot load the torch state dict ({len(self.problems)} problem(s)); "
-                         f"nothing was assigned:\n{lines}")
-
-
-class IncompatibleKeys(NamedTuple):
-    """What a non-strict ``load_torch_state_dict`` skipped (as torch's ``load_state_dict`` reports)."""
-
-    missing_keys: list[str]
-    unexpected_keys: list[str]
 
 
 def _is_integer(dtype) -> bool:

@@ -2,79 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from ._validation import check_float_tensor
+from .torch_exchange import TorchStateEntry, load_torch_entries
 
-__all__ = ["GumbelVectorQuantizer", "IncompatibleKeys", "TorchStateDictError", "TorchStateEntry", "load_torch_entries"]
-
-
-class IncompatibleKeys(NamedTuple):
-    """What a non-strict ``load_torch_state_dict`` skipped, as torch's ``load_state_dict`` reports it."""
-
-    missing_keys: list
-    unexpected_keys: list
-
-
-class TorchStateDictError(ValueError):
-    """A torch state dict does not fit a layer; ``problems`` lists every problem (nothing was assigned)."""
-
-    def __init__(self, layer: str, problems: list[str]):
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{layer}: cannot load the torch state dict ({len(self.problems)} problem(s)); "
-                         f"nothing was assigned:\n{lines}")
-
-
-class TorchStateEntry:
-    """A Keras variable exposed under a torch key; ``transpose`` for Dense kernels (torch ``(out, in)``)."""
-
-    def __init__(self, variable, transpose: bool = False):
-        self.variable = variable
-        self.transpose = transpose
-
-    def shape(self) -> tuple[int, ...]:
-        shape = tuple(int(d) for d in self.variable.shape)
-        return shape[::-1] if self.transpose else shape
-
-    def value(self) -> np.ndarray:
-        v = np.asarray(self.variable.numpy())
-        return np.ascontiguousarray(v.T) if self.transpose else v
-
-    def assign(self, value: np.ndarray) -> None:
-        v = value.T if self.transpose else value
-        self.variable.assign(np.asarray(v, dtype=np.dtype(self.variable.dtype)))
-
-
-def load_torch_entries(layer: str, entries: Mapping[str, TorchStateEntry], state_dict: Mapping, strict: bool):
-    """All-or-nothing assignment of ``state_dict`` (numpy arrays or torch tensors) to ``entries``.
-
-    Returns :class:`IncompatibleKeys`; raises :class:`TorchStateDictError` listing every problem.
-    """
-    values = {}
-    for k, v in state_dict.items():
-        if hasattr(v, "detach"):  # a torch tensor, without importing torch
-            v = v.detach().cpu().numpy()
-        values[k] = np.asarray(v)
-    missing = [k for k in entries if k not in values]
-    unexpected = sorted(k for k in values if k not in entries)
-    problems = []
-    if strict:
-        problems += [f"missing key {k!r} (expected shape {list(entries[k].shape())})" for k in missing]
-        problems += [f"unexpected key {k!r} (shape {list(values[k].shape)})" for k in unexpected]
-    for k, e in entries.items():
-        if k in values and tuple(values[k].shape) != e.shape():
-            problems.append(f"key {k!r} has shape {list(values[k].shape)}, expected {list(e.shape())}")
-    if problems:
-        raise TorchStateDictError(layer, problems)
-    for k, e in entries.items():
-        if k in values:
-            e.assign(values[k])
-    return IncompatibleKeys(missing, unexpected)
+__all__ = ["GumbelVectorQuantizer"]
 
 
 def _sample_gumbel(shape, seed_generator):

@@ -1,134 +1,17 @@
 """Keras ``SpeakerEncoder``: twin of the torch GE2E speaker encoder, with torch state-dict exchange.
 
-Also home of :class:`TorchStateMixin`, the torch state-dict exchange used by the Keras twins of the
-torch-native modules (``SpeakerEncoder``, ``TAC``).
+Torch state-dict exchange: :class:`tf_layers.torch_exchange.TorchStateMixin`.
 """
 from __future__ import annotations
-
-import dataclasses
-from collections.abc import Callable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from ._validation import check_float_tensor
+from .torch_exchange import TorchExchange, TorchStateMixin
 
-__all__ = ["SpeakerEncoder", "TorchStateMixin", "TorchStateError", "TorchLoadReport"]
-
-
-class TorchStateError(ValueError):
-    """A torch state dict does not fit the layer; the message lists every problem."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchLoadReport:
-    """What ``load_torch_state_dict`` did: keys ``loaded``, ``missing`` and ``unexpected``."""
-
-    loaded: tuple
-    missing: tuple
-    unexpected: tuple
-
-
-@dataclasses.dataclass
-class TorchExchange:
-    """One Keras variable and the torch keys it is exchanged with.
-
-    Args:
-        variable: the Keras variable.
-        keys: torch state-dict keys (usually one; an LSTM bias takes ``bias_ih`` and ``bias_hh``).
-        shapes: torch shapes of those keys.
-        to_torch: Keras value (numpy) -> tuple of torch-layout arrays, one per key.
-        from_torch: tuple of torch-layout arrays -> Keras value.
-    """
-
-    variable: object
-    keys: tuple
-    shapes: tuple
-    to_torch: Callable = lambda v: (v,)  # noqa: E731
-    from_torch: Callable = lambda parts: parts[0]  # noqa: E731
-
-
-def _to_numpy(value) -> np.ndarray:
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
-
-
-class TorchStateMixin:
-    """Torch state-dict exchange for a Keras layer.
-
-    Implement ``_torch_exchanges() -> list[TorchExchange]`` (the layer built) and
-    ``_build_from_torch_state(state)`` (build an unbuilt layer from the weight shapes). You get
-    ``torch_state_dict()`` and all-or-nothing ``load_torch_state_dict(state_dict, strict=True)``.
-    """
-
-    def torch_state_dict(self) -> dict[str, np.ndarray]:
-        """The weights as a torch state dict: ``{key: numpy array in torch layout}`` (the variables' dtype)."""
-        if not self.built:
-            raise ValueError(f"{type(self).__name__}: build the layer (call it once) before torch_state_dict().")
-        out = {}
-        for ex in self._torch_exchanges():
-            parts = ex.to_torch(np.asarray(keras.ops.convert_to_numpy(ex.variable)))
-            for key, part in zip(ex.keys, parts):
-                out[key] = np.ascontiguousarray(part)
-        return out
-
-    def load_torch_state_dict(self, state_dict, strict: bool = True) -> TorchLoadReport:
-        """Loads a torch state dict (numpy arrays or torch tensors) into the layer.
-
-        All or nothing: with ``strict``, every expected key must be present with the torch shape and no
-        unknown key may appear; any problem raises one :class:`TorchStateError` (a ``ValueError``) that
-        lists every problem, and nothing is assigned. Without ``strict``, missing and unknown keys are
-        reported, wrong shapes still raise. An unbuilt layer builds itself from the weight shapes.
-
-        Args:
-            state_dict: ``{key: array}`` with the torch module's keys and layouts.
-            strict: require exactly the expected keys.
-
-        Returns:
-            a :class:`TorchLoadReport`.
-        """
-        arrays = {k: _to_numpy(v) for k, v in dict(state_dict).items()}
-        name = type(self).__name__
-        if not self.built:
-            try:
-                self._build_from_torch_state(arrays)
-            except (KeyError, IndexError, ValueError, TypeError) as e:
-                raise TorchStateError(f"{name}: cannot build the layer from the state dict: {e}") from e
-        exchanges = self._torch_exchanges()
-        expected = {k for ex in exchanges for k in ex.keys}
-        problems = []
-        missing = sorted(expected - set(arrays))
-        unexpected = sorted(set(arrays) - expected)
-        if strict:
-            problems += [f"missing key {k!r}" for k in missing]
-            problems += [f"unexpected key {k!r}" for k in unexpected]
-        assign = []
-        loaded = []
-        for ex in exchanges:
-            present = [k in arrays for k in ex.keys]
-            if not all(present):
-                continue
-            ok = True
-            for key, shape in zip(ex.keys, ex.shapes):
-                got = arrays[key]
-                if tuple(got.shape) != tuple(shape):
-                    problems.append(f"key {key!r}: expected shape {tuple(shape)}, got {tuple(got.shape)}")
-                    ok = False
-                elif not np.issubdtype(got.dtype, np.floating):
-                    problems.append(f"key {key!r}: expected a floating array, got dtype {got.dtype}")
-                    ok = False
-            if ok:
-                value = ex.from_torch(tuple(arrays[k].astype(np.float64) for k in ex.keys))
-                assign.append((ex.variable, value))
-                loaded.extend(ex.keys)
-        if problems:
-            raise TorchStateError(f"{name}.load_torch_state_dict: {len(problems)} problem(s):\n  - "
-                                  + "\n  - ".join(problems))
-        for variable, value in assign:
-            variable.assign(np.asarray(value, dtype=variable.dtype).reshape(tuple(variable.shape)))
-        return TorchLoadReport(tuple(loaded), tuple(missing), tuple(unexpected))
+__all__ = ["SpeakerEncoder"]
 
 
 def _stat_dtype(dtype):

@@ -5,7 +5,7 @@ import keras
 import tensorflow as tf
 
 from ._validation import check_float_tensor
-from .speaker_encoder import TorchExchange, TorchStateMixin
+from .torch_exchange import TorchExchange, TorchStateMixin
 
 __all__ = ["TAC"]
 

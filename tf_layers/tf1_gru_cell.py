@@ -34,6 +34,10 @@ class TF1GRUCell(TF1WeightsMixin, keras.layers.Layer):
     Returns:
         ``(h', [h'])``.
 
+    Masking: a single step knows no lengths; inside ``keras.layers.RNN`` a Keras mask holds the state at
+    padded steps (Keras semantics), while ``bidirectional_tf1_gru`` / ``CBHG`` take explicit lengths with
+    TF1's ``sequence_length`` semantics (zeros past a length, state frozen at it).
+
     Example:
     >>> rnn = keras.layers.RNN(TF1GRUCell(16), return_sequences=True)
     >>> rnn(tf.zeros((2, 5, 8))).shape

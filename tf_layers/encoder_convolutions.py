@@ -30,6 +30,22 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
 
     block_label = "ConvStack"
 
+    # Rayhane hparams names of (kernel_size, channels, num_layers), set by subclasses
+    _hparam_names: tuple[str, str, str] = ()
+
+    def __init__(self, kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self._validate_common(kernel_size, channels, num_layers, drop_rate, bn_position)
+        self.kernel_size = int(kernel_size)
+        self.channels = int(channels)
+        self.num_layers = int(num_layers)
+        self.drop_rate = float(drop_rate)
+        self.activation = keras.activations.get(activation)
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.bn_position = bn_position
+        self.seed = seed
+
     def _validate_common(self, kernel_size, channels, num_layers, drop_rate, bn_position):
         label = self.block_label
         if bn_position not in ("before", "after"):
@@ -39,6 +55,30 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
                 raise ValueError(f"{label}: `{arg}` must be an integer >= 1; got {value!r}.")
         if not 0.0 <= float(drop_rate) < 1.0:
             raise ValueError(f"{label}: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+
+    @classmethod
+    def from_hparams(cls, hp, **kwargs):
+        """Builds the block from Rayhane-style hparams (the block's kernel size, channels and number of
+        layers, and ``tacotron_dropout_rate``); ``kwargs`` override or add keywords."""
+        kernel_size, channels, num_layers = cls._hparam_names
+        config = dict(kernel_size=hparam(hp, kernel_size), channels=hparam(hp, channels),
+                      num_layers=hparam(hp, num_layers), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config.update(kwargs)
+        return cls(**config)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            kernel_size=self.kernel_size,
+            channels=self.channels,
+            num_layers=self.num_layers,
+            drop_rate=self.drop_rate,
+            activation=keras.activations.serialize(self.activation),
+            tf1_scope=self.tf1_scope,
+            bn_position=self.bn_position,
+            seed=self.seed,
+        )
+        return config
 
     def _make_blocks(self, layer_specs: Sequence[tuple[int, object]]):
         self.blocks = []
@@ -154,41 +194,11 @@ class EncoderConvolutions(ConvStack):
 
     block_label = "EncoderConvolutions"
     default_tf1_scope = "enc_conv_layers"
+    _hparam_names = ("enc_conv_kernel_size", "enc_conv_channels", "enc_conv_num_layers")
 
     def __init__(self, kernel_size: int = 5, channels: int = 512, num_layers: int = 3, drop_rate: float = 0.5,
                  activation="relu", tf1_scope: str | None = None, bn_position: str = "before",
                  seed: int | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self._validate_common(kernel_size, channels, num_layers, drop_rate, bn_position)
-        self.kernel_size = int(kernel_size)
-        self.channels = int(channels)
-        self.num_layers = int(num_layers)
-        self.drop_rate = float(drop_rate)
-        self.activation = keras.activations.get(activation)
-        self.tf1_scope = tf1_scope or self.default_tf1_scope
-        self.bn_position = bn_position
-        self.seed = seed
+        super().__init__(kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
+                         **kwargs)
         self._make_blocks([(i + 1, self.activation) for i in range(self.num_layers)])
-
-    @classmethod
-    def from_hparams(cls, hp, **kwargs):
-        """Builds the block from Rayhane-style hparams (``enc_conv_kernel_size``, ``enc_conv_channels``,
-        ``enc_conv_num_layers``, ``tacotron_dropout_rate``); ``kwargs`` override or add keywords."""
-        config = dict(kernel_size=hparam(hp, "enc_conv_kernel_size"), channels=hparam(hp, "enc_conv_channels"),
-                      num_layers=hparam(hp, "enc_conv_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
-        config.update(kwargs)
-        return cls(**config)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            kernel_size=self.kernel_size,
-            channels=self.channels,
-            num_layers=self.num_layers,
-            drop_rate=self.drop_rate,
-            activation=keras.activations.serialize(self.activation),
-            tf1_scope=self.tf1_scope,
-            bn_position=self.bn_position,
-            seed=self.seed,
-        )
-        return config

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import keras
 
-from .encoder_convolutions import ConvStack, hparam
+from .encoder_convolutions import ConvStack
 
 _SEED_LAST_INDEX = 5
 
@@ -78,45 +78,19 @@ class Postnet(ConvStack):
 
     block_label = "Postnet"
     default_tf1_scope = "postnet_convolutions"
+    _hparam_names = ("postnet_kernel_size", "postnet_channels", "postnet_num_layers")
 
     def __init__(self, kernel_size: int = 5, channels: int = 512, num_layers: int = 5, drop_rate: float = 0.5,
                  activation="tanh", tf1_scope: str | None = None, last_layer_scope_index: int | None = None,
                  bn_position: str = "before", seed: int | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self._validate_common(kernel_size, channels, num_layers, drop_rate, bn_position)
-        self.kernel_size = int(kernel_size)
-        self.channels = int(channels)
-        self.num_layers = int(num_layers)
-        self.drop_rate = float(drop_rate)
-        self.activation = keras.activations.get(activation)
-        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        super().__init__(kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
+                         **kwargs)
         self.last_layer_scope_index = None if last_layer_scope_index is None else int(last_layer_scope_index)
-        self.bn_position = bn_position
-        self.seed = seed
         indices = postnet_scope_indices(self.num_layers, last_layer_scope_index)
         acts = [self.activation] * (self.num_layers - 1) + [None]
         self._make_blocks(list(zip(indices, acts)))
 
-    @classmethod
-    def from_hparams(cls, hp, **kwargs):
-        """Builds the block from Rayhane-style hparams (``postnet_kernel_size``, ``postnet_channels``,
-        ``postnet_num_layers``, ``tacotron_dropout_rate``); ``kwargs`` override or add keywords."""
-        config = dict(kernel_size=hparam(hp, "postnet_kernel_size"), channels=hparam(hp, "postnet_channels"),
-                      num_layers=hparam(hp, "postnet_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
-        config.update(kwargs)
-        return cls(**config)
-
     def get_config(self):
         config = super().get_config()
-        config.update(
-            kernel_size=self.kernel_size,
-            channels=self.channels,
-            num_layers=self.num_layers,
-            drop_rate=self.drop_rate,
-            activation=keras.activations.serialize(self.activation),
-            tf1_scope=self.tf1_scope,
-            last_layer_scope_index=self.last_layer_scope_index,
-            bn_position=self.bn_position,
-            seed=self.seed,
-        )
+        config.update(last_layer_scope_index=self.last_layer_scope_index)
         return config

@@ -18,6 +18,19 @@ class ConvStack(TF1WeightsMixin, nn.Module):
 
     block_label = "ConvStack"
 
+    # Rayhane hparams names of (kernel_size, channels, num_layers, default in_channels), set by subclasses
+    _hparam_names: tuple[str, str, str, str] = ("", "", "", "")
+
+    @classmethod
+    def from_hparams(cls, hp, in_channels: Optional[int] = None, **kwargs):
+        """Builds the block from Rayhane-style hparams (the block's kernel size, channels and number of
+        layers, and ``tacotron_dropout_rate``; ``in_channels`` defaults to the block's input hparam)."""
+        kernel_size, channels, num_layers, input_name = cls._hparam_names
+        config = dict(kernel_size=hparam(hp, kernel_size), channels=hparam(hp, channels),
+                      num_layers=hparam(hp, num_layers), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config.update(kwargs)
+        return cls(hparam(hp, input_name) if in_channels is None else in_channels, **config)
+
     def _init_stack(self, in_channels: int, kernel_size: int, channels: int, num_layers: int, drop_rate: float,
                     bn_position: str, layer_specs: Sequence[tuple[int, Optional[str]]], device, dtype) -> None:
         label = self.block_label
@@ -102,6 +115,7 @@ class EncoderConvolutions(ConvStack):
 
     block_label = "EncoderConvolutions"
     default_tf1_scope = "enc_conv_layers"
+    _hparam_names = ("enc_conv_kernel_size", "enc_conv_channels", "enc_conv_num_layers", "embedding_dim")
 
     def __init__(self, in_channels: int, kernel_size: int = 5, channels: int = 512, num_layers: int = 3,
                  drop_rate: float = 0.5, activation: Optional[str] = "relu", tf1_scope: Optional[str] = None,
@@ -112,12 +126,3 @@ class EncoderConvolutions(ConvStack):
         n = check_positive_int(num_layers, "num_layers", self.block_label)
         self._init_stack(in_channels, kernel_size, channels, n, drop_rate, bn_position,
                          [(i + 1, self.activation) for i in range(n)], device, dtype)
-
-    @classmethod
-    def from_hparams(cls, hp, in_channels: Optional[int] = None, **kwargs) -> EncoderConvolutions:
-        """Builds the block from Rayhane-style hparams (``enc_conv_kernel_size``, ``enc_conv_channels``,
-        ``enc_conv_num_layers``, ``tacotron_dropout_rate``; ``in_channels`` defaults to ``embedding_dim``)."""
-        config = dict(kernel_size=hparam(hp, "enc_conv_kernel_size"), channels=hparam(hp, "enc_conv_channels"),
-                      num_layers=hparam(hp, "enc_conv_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
-        config.update(kwargs)
-        return cls(hparam(hp, "embedding_dim") if in_channels is None else in_channels, **config)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .encoder_convolutions import ConvStack
-from .prenet import activation_name, check_positive_int, hparam
+from .prenet import activation_name, check_positive_int
 
 _SEED_LAST_INDEX = 5
 
@@ -62,6 +62,7 @@ class Postnet(ConvStack):
 
     block_label = "Postnet"
     default_tf1_scope = "postnet_convolutions"
+    _hparam_names = ("postnet_kernel_size", "postnet_channels", "postnet_num_layers", "num_mels")
 
     def __init__(self, in_channels: int, kernel_size: int = 5, channels: int = 512, num_layers: int = 5,
                  drop_rate: float = 0.5, activation: Optional[str] = "tanh", tf1_scope: Optional[str] = None,
@@ -75,12 +76,3 @@ class Postnet(ConvStack):
         acts = [self.activation] * (n - 1) + ["linear"]
         self._init_stack(in_channels, kernel_size, channels, n, drop_rate, bn_position, list(zip(indices, acts)),
                          device, dtype)
-
-    @classmethod
-    def from_hparams(cls, hp, in_channels: Optional[int] = None, **kwargs) -> Postnet:
-        """Builds the block from Rayhane-style hparams (``postnet_kernel_size``, ``postnet_channels``,
-        ``postnet_num_layers``, ``tacotron_dropout_rate``; ``in_channels`` defaults to ``num_mels``)."""
-        config = dict(kernel_size=hparam(hp, "postnet_kernel_size"), channels=hparam(hp, "postnet_channels"),
-                      num_layers=hparam(hp, "postnet_num_layers"), drop_rate=hparam(hp, "tacotron_dropout_rate"))
-        config.update(kwargs)
-        return cls(hparam(hp, "num_mels") if in_channels is None else in_channels, **config)

@@ -1,6 +1,8 @@
 """Input checks that answer bad input with a ValueError naming the argument and the expected shape."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import tensorflow as tf
 
 
@@ -41,3 +43,30 @@ def check_lengths(lengths, name: str, block: str, batch_dim=None):
             and lengths.shape[0] != batch_dim):
         raise ValueError(f"{block}: argument `{name}` has {lengths.shape[0]} entries, expected batch={batch_dim}.")
     return lengths
+
+
+def check_features(x, name: str, block: str, in_features: int | None):
+    """Checks a float ``(..., in_features)`` tensor of rank >= 2 (statically; works in ``tf.function``)."""
+    doc = f"(batch, [time,] {in_features if in_features is not None else 'in_features'})"
+    check_float_tensor(x, name, block, rank=None, last_dim=in_features, shape_doc=doc)
+    if x.shape.rank is not None and x.shape.rank < 2:
+        raise ValueError(f"{block}: argument `{name}` must have rank >= 2, expected shape {doc}; got shape {x.shape}.")
+
+
+def check_build_shape(input_shape, block: str):
+    input_shape = tuple(input_shape)
+    if len(input_shape) < 2 or input_shape[-1] is None:
+        raise ValueError(f"{block}: argument `inputs` must have rank >= 2 and a known last axis, expected shape "
+                         f"(batch, [time,] in_features); got shape {input_shape}.")
+    return input_shape
+
+
+def hparam(hp, name: str):
+    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
+    if isinstance(hp, Mapping):
+        if name not in hp:
+            raise ValueError(f"hparams: missing entry {name!r}")
+        return hp[name]
+    if not hasattr(hp, name):
+        raise ValueError(f"hparams: missing attribute {name!r}")
+    return getattr(hp, name)

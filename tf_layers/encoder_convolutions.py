@@ -1,25 +1,14 @@
 """Keras ``EncoderConvolutions``: Tacotron-2's stack of encoder ``conv1d`` blocks."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
 
-from ._validation import check_float_tensor
+from ._validation import check_float_tensor, hparam
 from .conv1d_block import Conv1DBlock
 from .tf1_exchange import TF1WeightsMixin
-
-
-def hparam(hp, name: str):
-    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
-    if isinstance(hp, Mapping):
-        if name not in hp:
-            raise ValueError(f"hparams: missing entry {name!r}")
-        return hp[name]
-    if not hasattr(hp, name):
-        raise ValueError(f"hparams: missing attribute {name!r}")
-    return getattr(hp, name)
 
 
 class ConvStack(TF1WeightsMixin, keras.layers.Layer):

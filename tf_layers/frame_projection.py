@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import keras
 
-from .prenet import check_build_shape, check_features
+from ._validation import check_build_shape, check_features
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 

@@ -7,25 +7,8 @@ import keras
 import tensorflow as tf
 
 from ._dropout import tf1_dropout
-from ._validation import check_float_tensor
-from .encoder_convolutions import hparam
+from ._validation import check_build_shape, check_features, hparam
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
-
-
-def check_features(x, name: str, block: str, in_features: int | None):
-    """Checks a float ``(..., in_features)`` tensor of rank >= 2 (statically; works in ``tf.function``)."""
-    doc = f"(batch, [time,] {in_features if in_features is not None else 'in_features'})"
-    check_float_tensor(x, name, block, rank=None, last_dim=in_features, shape_doc=doc)
-    if x.shape.rank is not None and x.shape.rank < 2:
-        raise ValueError(f"{block}: argument `{name}` must have rank >= 2, expected shape {doc}; got shape {x.shape}.")
-
-
-def check_build_shape(input_shape, block: str):
-    input_shape = tuple(input_shape)
-    if len(input_shape) < 2 or input_shape[-1] is None:
-        raise ValueError(f"{block}: argument `inputs` must have rank >= 2 and a known last axis, expected shape "
-                         f"(batch, [time,] in_features); got shape {input_shape}.")
-    return input_shape
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")

@@ -1,7 +1,12 @@
 """Input checks that answer bad input with a ValueError naming the argument and the expected shape."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Optional
+
 import torch
+
+from . import activations
 
 
 def check_float_tensor(x: torch.Tensor, name: str, block: str, rank: int, last_dim: int, shape_doc: str) -> None:
@@ -29,3 +34,40 @@ def check_lengths(lengths: torch.Tensor, name: str, block: str, batch: int) -> N
     if lengths.dim() != 1 or lengths.shape[0] != batch:
         raise ValueError(block + ": argument `" + name + "` must have shape (" + str(batch) + ",); got shape "
                          + str(list(lengths.shape)) + ".")
+
+
+# activations the Tacotron-2 blocks accept (applied functionally, TorchScript friendly)
+_PARAMETER_FREE = ("relu", "tanh", "sigmoid", "linear")
+
+
+def activation_name(identifier: Optional[str], block: str) -> str:
+    """Canonical name of a parameter-free activation (``None`` -> ``"linear"``), else ``ValueError``."""
+    if identifier is not None and (not isinstance(identifier, str) or identifier.lower() not in _PARAMETER_FREE):
+        raise ValueError(f"{block}: `activation` must be one of {list(_PARAMETER_FREE)} or None; got {identifier!r}.")
+    return activations.name_of(identifier)
+
+
+def hparam(hp, name: str):
+    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
+    if isinstance(hp, Mapping):
+        if name not in hp:
+            raise ValueError(f"hparams: missing entry {name!r}")
+        return hp[name]
+    if not hasattr(hp, name):
+        raise ValueError(f"hparams: missing attribute {name!r}")
+    return getattr(hp, name)
+
+
+def check_positive_int(value, arg: str, block: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{block}: `{arg}` must be an integer >= 1; got {value!r}.")
+    return value
+
+
+def check_features(x: torch.Tensor, name: str, block: str, in_features: int) -> None:
+    """Checks a float ``(..., in_features)`` tensor of rank >= 2 (TorchScript compatible)."""
+    doc = "(batch, [time,] " + str(in_features) + ")"
+    if x.dim() < 2:
+        raise ValueError(block + ": argument `" + name + "` must have rank >= 2, expected shape " + doc
+                         + "; got shape " + str(list(x.shape)) + ".")
+    check_float_tensor(x, name, block, x.dim(), in_features, doc)

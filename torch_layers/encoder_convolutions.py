@@ -7,9 +7,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ._validation import check_float_tensor
+from ._validation import activation_name, check_float_tensor, check_positive_int, hparam
 from .conv1d_block import Conv1DBlock
-from .prenet import activation_name, check_positive_int, hparam
 from .tf1_exchange import TF1WeightsMixin
 
 

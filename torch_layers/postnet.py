@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ._validation import activation_name, check_positive_int
 from .encoder_convolutions import ConvStack
-from .prenet import activation_name, check_positive_int
 
 _SEED_LAST_INDEX = 5
 

@@ -1,7 +1,7 @@
 """Torch ``Prenet``: Tacotron-2's decoder pre-net, with dropout that stays on in ``eval()``."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Optional
 
 import torch
@@ -9,43 +9,8 @@ from torch import nn
 
 from . import activations
 from ._functional import tf1_dropout
-from ._validation import check_float_tensor
+from ._validation import activation_name, check_features, check_positive_int, hparam
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
-
-_PARAMETER_FREE = ("relu", "tanh", "sigmoid", "linear")
-
-
-def activation_name(identifier: Optional[str], block: str) -> str:
-    """Canonical name of a parameter-free activation (``None`` -> ``"linear"``), else ``ValueError``."""
-    if identifier is not None and (not isinstance(identifier, str) or identifier.lower() not in _PARAMETER_FREE):
-        raise ValueError(f"{block}: `activation` must be one of {list(_PARAMETER_FREE)} or None; got {identifier!r}.")
-    return activations.name_of(identifier)
-
-
-def hparam(hp, name: str):
-    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
-    if isinstance(hp, Mapping):
-        if name not in hp:
-            raise ValueError(f"hparams: missing entry {name!r}")
-        return hp[name]
-    if not hasattr(hp, name):
-        raise ValueError(f"hparams: missing attribute {name!r}")
-    return getattr(hp, name)
-
-
-def check_positive_int(value, arg: str, block: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{block}: `{arg}` must be an integer >= 1; got {value!r}.")
-    return value
-
-
-def check_features(x: torch.Tensor, name: str, block: str, in_features: int) -> None:
-    """Checks a float ``(..., in_features)`` tensor of rank >= 2 (TorchScript compatible)."""
-    doc = "(batch, [time,] " + str(in_features) + ")"
-    if x.dim() < 2:
-        raise ValueError(block + ": argument `" + name + "` must have rank >= 2, expected shape " + doc
-                         + "; got shape " + str(list(x.shape)) + ".")
-    check_float_tensor(x, name, block, x.dim(), in_features, doc)
 
 
 class Prenet(TF1WeightsMixin, nn.Module):

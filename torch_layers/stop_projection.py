@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from . import activations
-from .prenet import activation_name, check_features, check_positive_int
+from ._validation import activation_name, check_features, check_positive_int
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
 
 

@@ -19,6 +19,7 @@ from .frame_projection import FrameProjection
 from .gaussian_embedding import GaussianEmbedding, repeat_merge
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 from .highway_net import HighwayNet
+from .location_sensitive_attention import LocationSensitiveAttention
 from .masked_losses import (
     MaskedLinearLoss,
     MaskedMSE,
@@ -32,11 +33,15 @@ from .prenet import Prenet
 from .sequence_mask import sequence_mask  # last: binds the name to the function, not the submodule
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
+from .tacotron2 import Tacotron2
+from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_loss import tacotron2_loss
 from .tac import TAC
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
 from .torch_exchange import TorchStateDictError
 from .zoneout_lstm_cell import ZoneoutLSTMCell
+from speechblocks.tacotron2_hparams import tacotron2_hparams
 
 __version__ = "0.1.0"
 
@@ -51,6 +56,7 @@ __all__ = [
     "GaussianEmbedding",
     "GumbelVectorQuantizer",
     "HighwayNet",
+    "LocationSensitiveAttention",
     "MaskedLinearLoss",
     "MaskedMSE",
     "MaskedSigmoidCrossEntropy",
@@ -59,6 +65,8 @@ __all__ = [
     "SpeakerEncoder",
     "StopProjection",
     "TAC",
+    "Tacotron2",
+    "Tacotron2Decoder",
     "TF1GRUCell",
     "TF1WeightsError",
     "TorchStateDictError",
@@ -69,4 +77,6 @@ __all__ = [
     "masked_sigmoid_cross_entropy",
     "repeat_merge",
     "sequence_mask",
+    "tacotron2_hparams",
+    "tacotron2_loss",
 ]

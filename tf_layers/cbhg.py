@@ -57,6 +57,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
             ``conv_bank/conv1d_{k}/...``, ``proj1/...``, ``proj2/...``, ``dense/...``,
             ``<scope>_highwaynet_{n}/{H,T}/...``,
             ``bidirectional_rnn/{fw,bw}/<scope>_{forward,backward}_RNN/{gates,candidate}/{kernel,bias}``.
+        bn_position: ``"before"`` (seed: conv -> BN -> activation) or ``"after"`` (Rayhane's CBHG: conv ->
+            activation -> BN), for the bank and both projections.
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -81,8 +83,11 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
 
     def __init__(self, K: int, conv_channels: int, pool_size: int, projections, projection_kernel_size: int,
                  n_highwaynet_layers: int, highway_units: int, rnn_units: int, tf1_scope: str | None = None,
-                 **kwargs):
+                 bn_position: str = "before", **kwargs):
         super().__init__(**kwargs)
+        if bn_position not in ("before", "after"):
+            raise ValueError(f"CBHG: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        self.bn_position = bn_position
         self.projections = _check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
                                                  n_highwaynet_layers, highway_units, rnn_units)
         self.K = int(K)
@@ -96,13 +101,13 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
         self.input_size = self.projections[1]
         policy = self.dtype_policy
         self.conv_bank = [Conv1DBlock(k, self.conv_channels, activation="relu", drop_rate=0.0, tf1_scope=f"conv1d_{k}",
-                                      dtype=policy, name=f"conv1d_{k}") for k in range(1, self.K + 1)]
+                                      bn_position=bn_position, dtype=policy, name=f"conv1d_{k}") for k in range(1, self.K + 1)]
         self.max_pool = keras.layers.MaxPooling1D(self.pool_size, strides=1, padding="same", dtype=policy,
                                                   name="max_pooling1d")
         self.proj1 = Conv1DBlock(self.projection_kernel_size, self.projections[0], activation="relu", tf1_scope="proj1",
-                                 dtype=policy, name="proj1")
+                                 bn_position=bn_position, dtype=policy, name="proj1")
         self.proj2 = Conv1DBlock(self.projection_kernel_size, self.projections[1], activation=None, tf1_scope="proj2",
-                                 dtype=policy, name="proj2")
+                                 bn_position=bn_position, dtype=policy, name="proj2")
         self.dense = (keras.layers.Dense(self.highway_units, dtype=policy, name="dense")
                       if self.projections[1] != self.highway_units else None)
         self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=f"{self.tf1_scope}_highwaynet_{i + 1}", dtype=policy,
@@ -165,7 +170,7 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
         config.update(K=self.K, conv_channels=self.conv_channels, pool_size=self.pool_size,
                       projections=list(self.projections), projection_kernel_size=self.projection_kernel_size,
                       n_highwaynet_layers=self.n_highwaynet_layers, highway_units=self.highway_units,
-                      rnn_units=self.rnn_units, tf1_scope=self.tf1_scope)
+                      rnn_units=self.rnn_units, tf1_scope=self.tf1_scope, bn_position=self.bn_position)
         return config
 
     # -- TF1 exchange -------------------------------------------------------------------------

@@ -1,0 +1,228 @@
+"""The whole Tacotron-2's TF1 variables: names and shapes from hparams, and hparams from shapes.
+
+Names are relative to ``Tacotron_model/inference/`` exactly as the TF1 graph creates them (DESIGN §6, §8).
+:func:`tf1_variable_shapes` lists every variable a model with given hparams holds; :func:`infer_hparams`
+reads back what the shapes tell (``Tacotron2.from_tf1_checkpoint``); :func:`check_tf1_shapes` compares the
+two and lists every mismatch. Pure Python: imports no framework.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from .tacotron2_hparams import Tacotron2HParams
+
+__all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "INFERABLE", "ATTENTION_SCOPE"]
+
+Shape = tuple[int, ...]
+ATTENTION_SCOPE = "decoder/Location_Sensitive_Attention"
+
+#: hparams the variable shapes determine (the rest -- rates, stop rule, max_iters, masking, smoothing,
+#: cumulative weights, batch-norm position, clipping, loss settings -- come from the preset or the caller)
+INFERABLE = ("n_symbols", "embedding_dim", "enc_conv_num_layers", "enc_conv_kernel_size", "enc_conv_channels",
+             "encoder_lstm_units", "speaker_embedding_size", "attention_dim", "attention_filters", "attention_kernel",
+             "prenet_layers", "decoder_layers", "decoder_lstm_units", "num_mels", "outputs_per_step",
+             "postnet_num_layers", "postnet_kernel_size", "postnet_channels", "predict_linear", "num_freq",
+             "cbhg_kernels", "cbhg_conv_channels", "cbhg_projection", "cbhg_projection_kernel_size",
+             "cbhg_highwaynet_layers", "cbhg_highway_units", "cbhg_rnn_units")
+
+
+def _conv_bn(prefix: str, k: int, cin: int, cout: int) -> dict[str, Shape]:
+    return {f"{prefix}/conv1d/kernel": (k, cin, cout), f"{prefix}/conv1d/bias": (cout,),
+            **{f"{prefix}/batch_normalization/{n}": (cout,) for n in ("gamma", "beta", "moving_mean", "moving_variance")}}
+
+
+def _dense(prefix: str, cin: int, cout: int, bias: bool = True) -> dict[str, Shape]:
+    out = {f"{prefix}/kernel": (cin, cout)}
+    if bias:
+        out[f"{prefix}/bias"] = (cout,)
+    return out
+
+
+def _lstm(prefix: str, cin: int, units: int) -> dict[str, Shape]:
+    return {f"{prefix}/kernel": (cin + units, 4 * units), f"{prefix}/bias": (4 * units,)}
+
+
+def tf1_variable_shapes(hp: Tacotron2HParams) -> dict[str, Shape]:
+    """``{TF1 name relative to Tacotron_model/inference/: shape}`` of every trainable and batch-norm variable."""
+    out: dict[str, Shape] = {"inputs_embedding": (hp.n_symbols, hp.embedding_dim)}
+    ch, cin = hp.enc_conv_channels, hp.embedding_dim
+    for i in range(hp.enc_conv_num_layers):
+        out.update(_conv_bn(f"encoder_convolutions/conv_layer_{i + 1}_encoder_convolutions", hp.enc_conv_kernel_size,
+                            cin if i == 0 else ch, ch))
+    u = hp.encoder_lstm_units
+    for d in ("fw", "bw"):
+        out.update(_lstm(f"encoder_LSTM/bidirectional_rnn/{d}/encoder_{d}_LSTM", ch, u))
+    mem, att = hp.memory_size, hp.attention_dim
+    out["memory_layer/kernel"] = (mem, att)
+    du = hp.decoder_lstm_units
+    out.update({
+        f"{ATTENTION_SCOPE}/query_layer/kernel": (du, att),
+        f"{ATTENTION_SCOPE}/location_features_convolution/kernel": (hp.attention_kernel, 1, hp.attention_filters),
+        f"{ATTENTION_SCOPE}/location_features_convolution/bias": (hp.attention_filters,),
+        f"{ATTENTION_SCOPE}/location_features_layer/kernel": (hp.attention_filters, att),
+        f"{ATTENTION_SCOPE}/attention_variable_projection": (att,),
+        f"{ATTENTION_SCOPE}/attention_bias": (att,),
+    })
+    prev = hp.num_mels
+    for i, size in enumerate(hp.prenet_layers):
+        out.update(_dense(f"decoder/decoder_prenet/dense_{i + 1}", prev, size))
+        prev = size
+    for k in range(hp.decoder_layers):
+        out.update(_lstm(f"decoder/decoder_LSTM/multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}",
+                         hp.prenet_layers[-1] + mem if k == 0 else du, du))
+    r, m = hp.outputs_per_step, hp.num_mels
+    out.update(_dense("decoder/linear_transform_projection/projection_linear_transform_projection", du + mem, m * r))
+    out.update(_dense("decoder/stop_token_projection/projection_stop_token_projection", du + mem, r))
+    pch = hp.postnet_channels
+    for j, i in enumerate(list(range(1, hp.postnet_num_layers)) + [5]):
+        out.update(_conv_bn(f"postnet_convolutions/conv_layer_{i}_postnet_convolutions", hp.postnet_kernel_size,
+                            m if j == 0 else pch, pch))
+    out.update(_dense("postnet_projection/projection_postnet_projection", pch, m))
+    if hp.predict_linear:
+        s = "CBHG_postnet"
+        for k in range(1, hp.cbhg_kernels + 1):
+            out.update(_conv_bn(f"{s}/conv_bank/conv1d_{k}", k, m, hp.cbhg_conv_channels))
+        pk = hp.cbhg_projection_kernel_size
+        out.update(_conv_bn(f"{s}/proj1", pk, hp.cbhg_kernels * hp.cbhg_conv_channels, hp.cbhg_projection))
+        out.update(_conv_bn(f"{s}/proj2", pk, hp.cbhg_projection, m))
+        hu, ru = hp.cbhg_highway_units, hp.cbhg_rnn_units
+        if m != hu:
+            out.update(_dense(f"{s}/dense", m, hu))
+        for n in range(1, hp.cbhg_highwaynet_layers + 1):
+            out.update(_dense(f"{s}/{s}_highwaynet_{n}/H", hu, hu))
+            out.update(_dense(f"{s}/{s}_highwaynet_{n}/T", hu, hu))
+        for d, name in (("fw", "forward"), ("bw", "backward")):
+            cell = f"{s}/bidirectional_rnn/{d}/{s}_{name}_RNN"
+            out.update(_dense(f"{cell}/gates", hu + ru, 2 * ru))
+            out.update(_dense(f"{cell}/candidate", hu + ru, ru))
+        out.update(_dense("cbhg_linear_specs_projection/projection_cbhg_linear_specs_projection", 2 * ru,
+                          hp.num_freq))
+    return out
+
+
+class _Shapes:
+    def __init__(self, shapes: Mapping[str, Shape]):
+        self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+        self.problems: list[str] = []
+
+    def get(self, name: str, rank: int) -> Shape | None:
+        if name not in self.shapes:
+            self.problems.append(f"missing variable {name!r}")
+            return None
+        s = self.shapes[name]
+        if len(s) != rank:
+            self.problems.append(f"variable {name!r} has shape {list(s)}, expected rank {rank}")
+            return None
+        return s
+
+    def count(self, pattern: str, start: int = 1) -> int:
+        rx = re.compile(pattern)
+        found = sorted({int(m.group(1)) for k in self.shapes for m in [rx.fullmatch(k)] if m})
+        n = 0
+        while start + n in found:
+            n += 1
+        return n
+
+
+def infer_hparams(shapes: Mapping[str, Shape]) -> dict:
+    """The hparams the variable shapes determine (:data:`INFERABLE`), from ``{relative name: shape}``.
+
+    Raises:
+        ValueError: listing every variable needed for the inference that is absent or of the wrong rank.
+    """
+    s = _Shapes(shapes)
+    hp: dict = {}
+    emb = s.get("inputs_embedding", 2)
+    if emb:
+        hp["n_symbols"], hp["embedding_dim"] = emb
+    n_conv = s.count(r"encoder_convolutions/conv_layer_(\d+)_encoder_convolutions/conv1d/kernel")
+    hp["enc_conv_num_layers"] = n_conv
+    conv = s.get("encoder_convolutions/conv_layer_1_encoder_convolutions/conv1d/kernel", 3)
+    if conv:
+        hp["enc_conv_kernel_size"], hp["enc_conv_channels"] = (conv[0],), conv[2]
+    enc = s.get("encoder_LSTM/bidirectional_rnn/fw/encoder_fw_LSTM/kernel", 2)
+    if enc:
+        hp["encoder_lstm_units"] = enc[1] // 4
+    mem = s.get("memory_layer/kernel", 2)
+    if mem:
+        hp["attention_dim"] = mem[1]
+        if enc:
+            extra = mem[0] - 2 * (enc[1] // 4)
+            hp["speaker_embedding_size"] = extra if extra > 0 else None
+    loc = s.get(f"{ATTENTION_SCOPE}/location_features_convolution/kernel", 3)
+    if loc:
+        hp["attention_kernel"], hp["attention_filters"] = (loc[0],), loc[2]
+    n_pre = s.count(r"decoder/decoder_prenet/dense_(\d+)/kernel")
+    sizes = []
+    for i in range(n_pre):
+        k = s.get(f"decoder/decoder_prenet/dense_{i + 1}/kernel", 2)
+        if k:
+            sizes.append(k[1])
+            if i == 0:
+                hp["num_mels"] = k[0]
+    hp["prenet_layers"] = sizes
+    n_dec = s.count(r"decoder/decoder_LSTM/multi_rnn_cell/cell_(\d+)/decoder_LSTM_\d+/kernel", start=0)
+    hp["decoder_layers"] = n_dec
+    dec = s.get("decoder/decoder_LSTM/multi_rnn_cell/cell_0/decoder_LSTM_1/kernel", 2)
+    if dec:
+        hp["decoder_lstm_units"] = dec[1] // 4
+    stop = s.get("decoder/stop_token_projection/projection_stop_token_projection/kernel", 2)
+    if stop:
+        hp["outputs_per_step"] = stop[1]
+    n_post = len({int(m.group(1)) for k in s.shapes
+                  for m in [re.fullmatch(r"postnet_convolutions/conv_layer_(\d+)_postnet_convolutions/conv1d/kernel", k)]
+                  if m})
+    hp["postnet_num_layers"] = n_post
+    post = s.get("postnet_convolutions/conv_layer_1_postnet_convolutions/conv1d/kernel", 3)
+    if post:
+        hp["postnet_kernel_size"], hp["postnet_channels"] = (post[0],), post[2]
+    hp["predict_linear"] = any(k.startswith("CBHG_postnet/") for k in s.shapes)
+    if hp["predict_linear"]:
+        c = "CBHG_postnet"
+        hp["cbhg_kernels"] = s.count(rf"{c}/conv_bank/conv1d_(\d+)/conv1d/kernel")
+        bank = s.get(f"{c}/conv_bank/conv1d_1/conv1d/kernel", 3)
+        if bank:
+            hp["cbhg_conv_channels"] = bank[2]
+        p1 = s.get(f"{c}/proj1/conv1d/kernel", 3)
+        if p1:
+            hp["cbhg_projection_kernel_size"], hp["cbhg_projection"] = p1[0], p1[2]
+        hp["cbhg_highwaynet_layers"] = s.count(rf"{c}/{c}_highwaynet_(\d+)/H/kernel")
+        hw = s.get(f"{c}/{c}_highwaynet_1/H/kernel", 2) if hp["cbhg_highwaynet_layers"] else None
+        gates = s.get(f"{c}/bidirectional_rnn/fw/{c}_forward_RNN/gates/kernel", 2)
+        if gates:
+            hp["cbhg_rnn_units"] = gates[1] // 2
+            hp["cbhg_highway_units"] = hw[1] if hw else gates[0] - gates[1] // 2
+        lin = s.get("cbhg_linear_specs_projection/projection_cbhg_linear_specs_projection/kernel", 2)
+        if lin:
+            hp["num_freq"] = lin[1]
+    for name, n in (("encoder convolution layers", n_conv), ("prenet layers", n_pre), ("decoder LSTM layers", n_dec),
+                    ("postnet layers", n_post)):
+        if n == 0:
+            s.problems.append(f"no {name} found")
+    if s.problems:
+        raise ValueError("cannot infer the Tacotron-2 hparams from the checkpoint's variables: " + "; ".join(s.problems))
+    return hp
+
+
+def check_tf1_shapes(shapes: Mapping[str, Shape], hp: Tacotron2HParams, ignore=()) -> list[str]:
+    """Every mismatch between a checkpoint's ``{relative name: shape}`` and the model ``hp`` describes.
+
+    Args:
+        shapes: the checkpoint's model variables (optimizer slots removed), names relative to the inference scope.
+        hp: the model's hparams.
+        ignore: names not to report as unexpected.
+
+    Returns:
+        one message per missing, mis-shaped or unexpected variable (empty when they agree).
+    """
+    expected = tf1_variable_shapes(hp)
+    problems = []
+    for k, shape in expected.items():
+        if k not in shapes:
+            problems.append(f"missing variable {k!r} (expected shape {list(shape)})")
+        elif tuple(shapes[k]) != tuple(shape):
+            problems.append(f"variable {k!r} has shape {list(shapes[k])}, the hparams imply {list(shape)}")
+    problems += [f"unexpected variable {k!r} (shape {list(shapes[k])})" for k in sorted(shapes)
+                 if k not in expected and k not in ignore]
+    return problems

@@ -1,0 +1,376 @@
+"""Keras ``Tacotron2``: the whole TF1 Tacotron-2 feature-prediction model (RTVC and Rayhane), number for number."""
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
+from speechblocks.tacotron2_schema import check_tf1_shapes, infer_hparams
+
+from ._validation import check_float_tensor, check_lengths
+from .cbhg import CBHG
+from .encoder_convolutions import EncoderConvolutions
+from .encoder_rnn import EncoderRNN
+from .frame_projection import FrameProjection
+from .postnet import Postnet
+from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_loss import tacotron2_loss
+from .tf1_exchange import TF1Variable, TF1WeightsMixin
+
+_MODEL_KWARGS = ("name", "dtype", "trainable")
+_INPUT_KEYS = ("inputs", "input_lengths", "speaker_embeddings", "mel_targets", "max_iters", "noise_masks")
+
+
+def _prefixed(prefix: str, variables: dict) -> dict:
+    return {f"{prefix}/{k}": v for k, v in variables.items()}
+
+
+@keras.saving.register_keras_serializable(package="speechblocks")
+class Tacotron2(TF1WeightsMixin, keras.Model):
+    """TF1 Tacotron-2 (Rayhane-mamah / Real-Time-Voice-Cloning synthesizer) as a Keras model.
+
+    ``inputs_embedding`` -> :class:`EncoderConvolutions` -> :class:`EncoderRNN` -> (RTVC: the speaker embedding
+    tiled over time and concatenated) -> :class:`Tacotron2Decoder` (location-sensitive attention, teacher-forced
+    or free-running loop) -> :class:`Postnet` + ``postnet_projection`` residual -> (``predict_linear``:
+    :class:`CBHG` + ``cbhg_linear_specs_projection``). Rayhane's ``clip_outputs`` clips the decoder, mel and
+    linear outputs to the mel range (lower bound minus ``lower_bound_decay``). Variables are created at
+    construction from the hparams; every one has its TF1 name (``tf1_weights()``).
+
+    Prenet dropout stays on at inference, as in the original (``tacotron_dropout_rate=0`` for deterministic
+    synthesis). ``training=True`` needs ``mel_targets`` (the original trains teacher-forced only); it gives
+    batch-norm batch statistics, conv dropout, random zoneout, stop **logits** and no step cap.
+
+    Args:
+        hparams: preset name (``"rtvc"``, ``"rayhane"``), mapping or hparams object with the original names
+            (``tacotron2_hparams``); ``None`` is RTVC. Unused names are ignored; bad values raise ValueError.
+        n_symbols: rows of the character embedding (default 66, the original symbol table).
+        seed: optional int seed of every dropout/zoneout draw.
+        **overrides: hparams by original name (and ``name``/``dtype``/``trainable`` of ``keras.Model``).
+
+    Call arguments:
+        inputs: int ``(batch, T_in)`` symbol ids (or a dict holding every argument below, as ``fit`` passes it).
+        input_lengths: int ``(batch,)``; ``None`` is full length.
+        speaker_embeddings: float ``(batch, speaker_embedding_size)`` -- required exactly when the model has one.
+        mel_targets: float ``(batch, T_out, num_mels)``: teacher forcing (``T_out >= r``); free running when None.
+        max_iters: int overriding ``hparams.max_iters`` (caps decoding whenever not training).
+        training: bool.
+        noise_masks: optional dict of 0/1 keep-masks replacing random draws (exact cross-framework runs):
+            ``"prenet"`` (list per layer ``(batch, steps, size)``), ``"encoder_convolutions"`` (list per layer
+            ``(batch, T_in, channels)``), ``"encoder_LSTM"`` (``((fw_c, fw_h), (bw_c, bw_h))`` each
+            ``(batch, T_in, units)``), ``"decoder_LSTM"`` (list per layer of ``(c_keep, h_keep)`` each
+            ``(batch, steps, units)``), ``"postnet_convolutions"`` (list per layer ``(batch, steps * r, channels)``).
+
+    Returns:
+        dict: ``decoder_outputs`` ``(batch, steps * r, num_mels)``, ``mel_outputs`` (same), ``stop_token_prediction``
+        ``(batch, steps * r)`` (logits in training, probabilities otherwise), ``alignments`` ``(batch, T_in, steps)``
+        and, with ``predict_linear``, ``linear_outputs`` ``(batch, steps * r, num_freq)``.
+
+    Masking: ``input_lengths`` masks the encoder RNN and the attention (``mask_encoder``); the convolutions and
+    batch statistics see padding as in TF1; decoder padding is the loss's business (``mask_decoder``).
+
+    Example:
+    >>> model = Tacotron2("rtvc", tacotron_dropout_rate=0.0)
+    >>> out = model(np.array([[10, 20, 30, 1]]), np.array([4]), speaker_embeddings=np.ones((1, 256), "float32"),
+    ...             max_iters=3)
+    >>> out["mel_outputs"].shape
+    TensorShape([1, 6, 80])
+    """
+
+    def __init__(self, hparams=None, n_symbols: int | None = None, seed: int | None = None, **overrides):
+        model_kwargs = {k: overrides.pop(k) for k in _MODEL_KWARGS if k in overrides}
+        super().__init__(**model_kwargs)
+        self.hparams: Tacotron2HParams = resolve_hparams(hparams, n_symbols, **overrides)
+        self.seed = seed
+        hp = self.hparams
+        policy = self.dtype_policy
+        sub = (lambda i: None) if seed is None else (lambda i: int(seed) + 10 * i)  # noqa: E731
+        self.embedding = keras.layers.Embedding(hp.n_symbols, hp.embedding_dim, embeddings_initializer="glorot_uniform",
+                                                dtype=policy, name="inputs_embedding")
+        self.encoder_convolutions = EncoderConvolutions(
+            hp.enc_conv_kernel_size, hp.enc_conv_channels, hp.enc_conv_num_layers, hp.tacotron_dropout_rate, "relu",
+            tf1_scope="encoder_convolutions", bn_position=hp.batch_norm_position, seed=sub(1), dtype=policy,
+            name="encoder_convolutions")
+        self.encoder_lstm = EncoderRNN(hp.encoder_lstm_units, hp.tacotron_zoneout_rate, tf1_scope="encoder_LSTM",
+                                       seed=sub(2), dtype=policy, name="encoder_LSTM")
+        self.decoder = Tacotron2Decoder(
+            hp.num_mels, hp.outputs_per_step, hp.prenet_layers, hp.tacotron_dropout_rate, hp.decoder_layers,
+            hp.decoder_lstm_units, hp.tacotron_zoneout_rate, hp.attention_dim, hp.attention_filters,
+            hp.attention_kernel, hp.mask_encoder, hp.smoothing, hp.cumulative_weights, hp.max_iters, hp.stop_at_any,
+            seed=sub(3), dtype=policy, name="decoder")
+        self.postnet = Postnet(hp.postnet_kernel_size, hp.postnet_channels, hp.postnet_num_layers,
+                               hp.tacotron_dropout_rate, "tanh", tf1_scope="postnet_convolutions",
+                               bn_position=hp.batch_norm_position, seed=sub(4), dtype=policy, name="postnet_convolutions")
+        self.postnet_projection = FrameProjection(hp.num_mels, tf1_scope="postnet_projection", dtype=policy,
+                                                  name="postnet_projection")
+        self.post_cbhg = self.linear_projection = None
+        if hp.predict_linear:
+            self.post_cbhg = CBHG(hp.cbhg_kernels, hp.cbhg_conv_channels, hp.cbhg_pool_size,
+                                  [hp.cbhg_projection, hp.num_mels], hp.cbhg_projection_kernel_size,
+                                  hp.cbhg_highwaynet_layers, hp.cbhg_highway_units, hp.cbhg_rnn_units,
+                                  tf1_scope="CBHG_postnet", bn_position=hp.batch_norm_position, dtype=policy,
+                                  name="CBHG_postnet")
+            self.linear_projection = FrameProjection(hp.num_freq, tf1_scope="cbhg_linear_specs_projection",
+                                                     dtype=policy, name="cbhg_linear_specs_projection")
+        self._build_all()
+
+    # -- construction -------------------------------------------------------------------------
+    def _build_all(self):
+        hp = self.hparams
+        self.embedding.build((None, None))
+        self.encoder_convolutions.build((None, None, hp.embedding_dim))
+        self.encoder_lstm.build((None, None, hp.enc_conv_channels))
+        self.decoder.build_from_memory_size(hp.memory_size)
+        self.postnet.build((None, None, hp.num_mels))
+        self.postnet_projection.build((None, None, hp.postnet_channels))
+        if self.post_cbhg is not None:
+            self.post_cbhg.build((None, None, hp.num_mels))
+            self.linear_projection.build((None, None, 2 * hp.cbhg_rnn_units))
+        self.built = True
+
+    def build(self, *args, **kwargs):  # every variable exists from the constructor on
+        self.built = True
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+                "hparams": self.hparams.to_dict(), "n_symbols": self.hparams.n_symbols, "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)
+
+    # -- input checks -------------------------------------------------------------------------
+    def _check_inputs(self, inputs, input_lengths, speaker_embeddings, mel_targets):
+        hp = self.hparams
+        block = "Tacotron2"
+        inputs = tf.convert_to_tensor(inputs)
+        if not inputs.dtype.is_integer:
+            raise ValueError(f"{block}: argument `inputs` must be an integer tensor of symbol ids, shape (batch, T_in); "
+                             f"got dtype {inputs.dtype.name}.")
+        if inputs.shape.rank is not None and inputs.shape.rank != 2:
+            raise ValueError(f"{block}: argument `inputs` must have shape (batch, T_in); got shape {inputs.shape}.")
+        inputs = tf.cast(inputs, tf.int32)
+        eager = tf.executing_eagerly()
+        if eager:
+            ids = inputs.numpy()
+            if ids.size and (ids.min() < 0 or ids.max() >= hp.n_symbols):
+                bad = ids[(ids < 0) | (ids >= hp.n_symbols)]
+                raise ValueError(f"{block}: argument `inputs` holds ids outside [0, n_symbols={hp.n_symbols}): "
+                                 f"{sorted(set(bad.tolist()))[:10]}.")
+            if ids.shape[1] == 0:
+                raise ValueError(f"{block}: argument `inputs` must hold at least one symbol per row; got shape {ids.shape}.")
+        else:
+            inputs = _assert_ids(inputs, hp.n_symbols)
+        if input_lengths is not None:
+            input_lengths = tf.cast(check_lengths(input_lengths, "input_lengths", block, batch_dim=inputs.shape[0]),
+                                    tf.int32)
+            if eager:
+                lens, t = input_lengths.numpy(), int(inputs.shape[1])
+                if lens.size and (lens.min() < 1 or lens.max() > t):
+                    raise ValueError(f"{block}: argument `input_lengths` must lie in [1, T_in={t}]; got {lens.tolist()}.")
+                if lens.shape[0] != inputs.shape[0]:
+                    raise ValueError(f"{block}: argument `input_lengths` must have shape (batch={inputs.shape[0]},); "
+                                     f"got {lens.shape}.")
+            else:
+                input_lengths = _assert_lengths(input_lengths, tf.shape(inputs)[1])
+        e = hp.speaker_embedding_size
+        if e:
+            if speaker_embeddings is None:
+                raise ValueError(f"{block}: argument `speaker_embeddings` (batch, {e}) is required: this model "
+                                 f"concatenates a {e}-d speaker embedding to the encoder outputs (RTVC).")
+            speaker_embeddings = tf.convert_to_tensor(speaker_embeddings)
+            check_float_tensor(speaker_embeddings, "speaker_embeddings", block, rank=2, last_dim=e,
+                               shape_doc=f"(batch, {e})")
+        elif speaker_embeddings is not None:
+            raise ValueError(f"{block}: argument `speaker_embeddings` given, but this model has no speaker embedding "
+                             f"(speaker_embedding_size is None; its memory is the encoder outputs only).")
+        if mel_targets is not None:
+            mel_targets = tf.convert_to_tensor(mel_targets)
+            check_float_tensor(mel_targets, "mel_targets", block, rank=3, last_dim=hp.num_mels,
+                               shape_doc=f"(batch, T_out, {hp.num_mels})")
+        return inputs, input_lengths, speaker_embeddings, mel_targets
+
+    # -- forward ------------------------------------------------------------------------------
+    def call(self, inputs, input_lengths=None, speaker_embeddings=None, mel_targets=None, max_iters=None,
+             training=None, noise_masks=None):
+        if isinstance(inputs, dict):
+            unknown = sorted(set(inputs) - set(_INPUT_KEYS))
+            if unknown:
+                raise ValueError(f"Tacotron2: the input dict has unknown keys {unknown}; known: {list(_INPUT_KEYS)}.")
+            given = dict(inputs)
+            inputs = given.pop("inputs")
+            input_lengths = given.get("input_lengths", input_lengths)
+            speaker_embeddings = given.get("speaker_embeddings", speaker_embeddings)
+            mel_targets = given.get("mel_targets", mel_targets)
+            max_iters = given.get("max_iters", max_iters)
+            noise_masks = given.get("noise_masks", noise_masks)
+        hp = self.hparams
+        inputs, input_lengths, speaker_embeddings, mel_targets = self._check_inputs(
+            inputs, input_lengths, speaker_embeddings, mel_targets)
+        noise = dict(noise_masks or {})
+        unknown = sorted(set(noise) - {"prenet", "encoder_convolutions", "encoder_LSTM", "decoder_LSTM",
+                                       "postnet_convolutions"})
+        if unknown:
+            raise ValueError(f"Tacotron2: argument `noise_masks` has unknown keys {unknown}.")
+        training = bool(training)
+        x = self.embedding(inputs)
+        x = self.encoder_convolutions(x, training=training, dropout_masks=noise.get("encoder_convolutions"))
+        encoder_outputs = self.encoder_lstm(x, input_lengths, training=training, zoneout_masks=noise.get("encoder_LSTM"))
+        memory = encoder_outputs
+        if hp.speaker_embedding_size:
+            spk = tf.cast(speaker_embeddings, encoder_outputs.dtype)
+            memory = tf.concat([encoder_outputs, tf.tile(spk[:, None, :], tf.stack([1, tf.shape(memory)[1], 1]))], -1)
+        decoder_noise = {k: noise[k] for k in ("prenet", "decoder_LSTM") if k in noise} or None
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters, training=training,
+                                                noise_masks=decoder_noise)
+        batch = tf.shape(frames)[0]
+        decoder_outputs = tf.reshape(frames, tf.stack([batch, -1, hp.num_mels]))
+        stop = tf.reshape(stop, tf.stack([batch, -1]))
+        decoder_outputs = self._clip(decoder_outputs)
+        residual = self.postnet(decoder_outputs, training=training, dropout_masks=noise.get("postnet_convolutions"))
+        mel_outputs = self._clip(decoder_outputs + self.postnet_projection(residual))
+        out = dict(decoder_outputs=decoder_outputs, mel_outputs=mel_outputs, stop_token_prediction=stop,
+                   alignments=alignments)
+        if self.post_cbhg is not None:
+            out["linear_outputs"] = self._clip(self.linear_projection(self.post_cbhg(mel_outputs, None,
+                                                                                      training=training)))
+        return out
+
+    def _clip(self, x):
+        hp = self.hparams
+        if not hp.clip_outputs:
+            return x
+        lo, hi = hp.output_range
+        return tf.minimum(tf.maximum(x, tf.cast(lo - hp.lower_bound_decay, x.dtype)), tf.cast(hi, x.dtype))
+
+    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, mel_targets=None):
+        """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
+        structure (unknown batch and time): the documented fast path. Returns the output dict as numpy arrays."""
+        fn = self.__dict__.get("_synthesize_fn")
+        if fn is None:
+            fn = tf.function(lambda **kw: self(training=False, **kw), reduce_retracing=True)
+            object.__setattr__(self, "_synthesize_fn", fn)
+        kwargs = dict(inputs=tf.convert_to_tensor(inputs), input_lengths=input_lengths,
+                      speaker_embeddings=speaker_embeddings, mel_targets=mel_targets,
+                      max_iters=None if max_iters is None else tf.constant(int(max_iters), tf.int32))
+        if max_iters is not None and int(max_iters) < 1:
+            raise ValueError(f"Tacotron2: argument `max_iters` must be >= 1; got {max_iters}.")
+        self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
+        out = fn(**{k: v for k, v in kwargs.items() if v is not None})
+        return {k: v.numpy() for k, v in out.items()}
+
+    # -- training -----------------------------------------------------------------------------
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The original ``add_loss`` for ``fit``: ``y`` is a dict with ``mel_targets``, ``stop_token_targets``,
+        ``targets_lengths`` (and ``linear_targets`` for Rayhane's ``predict_linear``)."""
+        if not isinstance(y, dict):
+            raise ValueError("Tacotron2.fit: targets `y` must be a dict with keys 'mel_targets', 'stop_token_targets', "
+                             "'targets_lengths' (and 'linear_targets' for Rayhane's predict_linear).")
+        losses = tacotron2_loss(self, y_pred, y["mel_targets"], y["stop_token_targets"], y.get("targets_lengths"),
+                                y.get("linear_targets"))
+        return losses["loss"]
+
+    def tf1_loss_and_gradients(self, inputs, input_lengths, mel_targets, stop_token_targets, targets_lengths,
+                               speaker_embeddings=None, linear_targets=None, noise_masks=None):
+        """One training-mode pass: ``(losses, gradients)`` -- python floats of :func:`tacotron2_loss`, and the gradient
+        of ``loss`` for every trainable variable keyed by its TF1 name (relative to ``Tacotron_model/inference/``), in
+        TF1 layout: what the TF1 graph's ``tf.gradients(loss, tf.trainable_variables())`` gives."""
+        variables = self.tf1_trainable_variables()
+        with tf.GradientTape() as tape:
+            out = self(inputs, input_lengths, speaker_embeddings, mel_targets, training=True, noise_masks=noise_masks)
+            losses = tacotron2_loss(self, out, mel_targets, stop_token_targets, targets_lengths, linear_targets)
+        grads = tape.gradient(losses["loss"], list(variables.values()))
+        spec = self._tf1_variables()
+        out_grads = {}
+        for (name, v), g in zip(variables.items(), grads):
+            g = np.zeros(v.shape, np.float32) if g is None else np.asarray(tf.convert_to_tensor(g))
+            conv = spec[name].to_tf1
+            out_grads[name] = conv(g) if conv is not None else g
+        return {k: float(v) for k, v in losses.items()}, out_grads
+
+    def tf1_trainable_variables(self) -> dict:
+        """``{TF1 name: variable}`` of the trainable variables (batch-norm moving statistics left out)."""
+        return {k: v.variable for k, v in self._tf1_variables().items() if v.variable.trainable}
+
+    # -- TF1 exchange -------------------------------------------------------------------------
+    def _tf1_describe(self) -> str:
+        return f"Tacotron2(name={self.name!r})"
+
+    @property
+    def tf1_scope(self) -> str:
+        return "Tacotron_model/inference"
+
+    def _tf1_variables(self):
+        out = {"inputs_embedding": TF1Variable(self.embedding.embeddings)}
+        out.update(_prefixed("encoder_convolutions", self.encoder_convolutions._tf1_variables()))
+        out.update(_prefixed("encoder_LSTM", self.encoder_lstm._tf1_variables()))
+        for name, var in self.decoder._tf1_variables().items():
+            out[name[3:] if name.startswith("../") else f"decoder/{name}"] = var
+        out.update(_prefixed("postnet_convolutions", self.postnet._tf1_variables()))
+        out.update(_prefixed("postnet_projection", self.postnet_projection._tf1_variables()))
+        if self.post_cbhg is not None:
+            out.update(_prefixed("CBHG_postnet", self.post_cbhg._tf1_variables()))
+            out.update(_prefixed("cbhg_linear_specs_projection", self.linear_projection._tf1_variables()))
+        return out
+
+    @classmethod
+    def from_tf1_checkpoint(cls, path, hparams=None, use_ema: bool = False, **overrides) -> Tacotron2:
+        """Builds the model a TF1 checkpoint holds and loads every variable of ``Tacotron_model/inference/``.
+
+        The shapes give ``n_symbols``, every size, ``outputs_per_step``, the speaker embedding size and
+        ``predict_linear`` (see ``speechblocks.tacotron2_schema.INFERABLE``); the rest (rates, stop rule,
+        ``max_iters``, masking, smoothing, cumulative weights, batch-norm position, clipping, loss settings) come
+        from ``hparams`` -- by default the RTVC preset for a checkpoint with a speaker embedding, else Rayhane's --
+        and ``overrides``.
+
+        Raises:
+            ValueError: ``hparams``/``overrides`` that contradict the shapes (one message lists every mismatch),
+                an unreadable checkpoint or one without a Tacotron-2 model.
+        """
+        from .checkpoint import read_tf1_checkpoint
+
+        weights = read_tf1_checkpoint(path, prefix="Tacotron_model/inference")
+        suffix = "/ExponentialMovingAverage"
+        shadows = {k[: -len(suffix)]: v for k, v in weights.items() if k.endswith(suffix)}
+        weights = {k: v for k, v in weights.items() if not k.endswith(suffix)}
+        if use_ema:
+            weights.update({k: v for k, v in shadows.items() if k in weights})
+        if not weights:
+            raise ValueError(f"TF1 checkpoint {os.fspath(path)!r} holds no variable under 'Tacotron_model/inference/'.")
+        shapes = {k: tuple(v.shape) for k, v in weights.items()}
+        inferred = infer_hparams(shapes)
+        n_symbols = inferred.pop("n_symbols")
+        if hparams is None:
+            hparams = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
+            hp = resolve_hparams(hparams, n_symbols, **{**inferred, **overrides})
+        else:
+            hp = resolve_hparams(hparams, n_symbols, **overrides)
+            problems = check_tf1_shapes(shapes, hp)
+            if problems:
+                raise ValueError(f"the hparams contradict TF1 checkpoint {os.fspath(path)!r} ({len(problems)} "
+                                 "mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
+        model = cls(hp)
+        model.load_tf1_weights(weights)
+        return model
+
+
+def _assert_ids(inputs, n_symbols):
+    with tf.control_dependencies([
+            tf.debugging.assert_non_negative(inputs, message="Tacotron2: argument `inputs` holds negative ids"),
+            tf.debugging.assert_less(inputs, n_symbols,
+                                     message=f"Tacotron2: argument `inputs` holds ids >= n_symbols={n_symbols}")]):
+        return tf.identity(inputs)
+
+
+def _assert_lengths(lengths, max_time):
+    with tf.control_dependencies([
+            tf.debugging.assert_positive(lengths, message="Tacotron2: argument `input_lengths` must be >= 1"),
+            tf.debugging.assert_less_equal(lengths, max_time,
+                                           message="Tacotron2: argument `input_lengths` exceeds the time axis of `inputs`")]):
+        return tf.identity(lengths)

@@ -1,0 +1,401 @@
+"""Keras ``Tacotron2Decoder``: the attention decoder loop of TF1 Tacotron-2 (``TacotronDecoderCell`` under
+``dynamic_decode`` with the original training and synthesis helpers), as one ``tf.while_loop``."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from ._validation import check_float_tensor, check_lengths
+from .decoder_rnn import DecoderRNN
+from .frame_projection import FrameProjection
+from .location_sensitive_attention import LocationSensitiveAttention
+from .prenet import Prenet
+from .stop_projection import StopProjection
+from .tf1_exchange import TF1WeightsMixin
+from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates, zoneout
+
+
+def _prefixed(prefix: str, variables: dict) -> dict:
+    return {f"{prefix}/{k}": v for k, v in variables.items()}
+
+
+@keras.saving.register_keras_serializable(package="speechblocks")
+class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
+    """The Tacotron-2 attention decoder: prenet -> decoder LSTMs -> location-sensitive attention -> projections.
+
+    One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)``; ``(out, states) =
+    DecoderRNN(concat(x, previous context), states)``; ``(context, alignments) = attention(out)``;
+    ``frames = FrameProjection(concat(out, context))`` (``r`` frames of ``num_mels``) and ``stop =
+    StopProjection(...)`` (``r`` logits in training, sigmoid probabilities otherwise).
+
+    The loop (TF1 ``dynamic_decode`` with ``impute_finished=False``) runs inside one ``tf.while_loop``:
+
+    * **teacher forced** (``mel_targets`` given): ``floor(T_out / r)`` steps; step 0 gets a zero go frame, step
+      ``t`` the target frame ``r·t − 1``. When not training, ``max_iters`` caps the steps (the original's GTA
+      synthesis). The prenet and the first LSTM layer's prenet part run on all steps at once, the projections
+      after the loop (the same maths, fewer per-step ops);
+    * **free running**: step ``t`` gets the last of the ``r`` frames of step ``t − 1``; decoding stops after the
+      step at which, for some frame (``stop_at_any``) or for every frame, every batch entry's stop
+      probability rounds to 1 (``tf.round``: 0.5 does not stop), or after ``max_iters`` steps. All entries
+      run the same number of steps; the stopping step's frames are kept. At least one step runs.
+
+    Eager calls run the loop through a cached ``tf.function`` (no Python per step); inside a traced function
+    it is a plain ``tf.while_loop`` with unknown batch, memory time and number of steps.
+
+    Args:
+        num_mels: int, mel channels per frame.
+        outputs_per_step: int, frames per decoder step ``r``.
+        prenet_layers: sequence of ints, prenet sizes.
+        drop_rate: float in [0, 1), prenet dropout (on at inference too, as the original).
+        decoder_layers: int, decoder LSTM layers.
+        decoder_lstm_units: int, units per decoder LSTM.
+        zoneout: float in [0, 1], zoneout of the decoder LSTMs.
+        attention_dim, attention_filters, attention_kernel: :class:`LocationSensitiveAttention` sizes.
+        mask_encoder, smoothing, cumulative_weights: :class:`LocationSensitiveAttention` options.
+        max_iters: int >= 1, decoding cap when not training.
+        stop_at_any: bool, the original stop rule's variant.
+        tf1_scope: TF1 scope (default ``"decoder"``); sub-blocks ``decoder_prenet``, ``decoder_LSTM``,
+            ``Location_Sensitive_Attention``, ``linear_transform_projection``, ``stop_token_projection`` (the
+            attention's ``memory_layer/kernel`` lives at the model scope in TF1).
+        seed: optional int seed of the prenet dropout and zoneout noise.
+        **kwargs: base ``keras.layers.Layer`` arguments.
+
+    Call arguments:
+        memory: float ``(batch, max_time, memory_size)``, the encoder outputs (+ speaker embedding).
+        memory_lengths: int ``(batch,)`` or None.
+        mel_targets: optional float ``(batch, T_out, num_mels)``; teacher forcing when given (required in training).
+        max_iters: optional int overriding the constructor's cap.
+        training: bool: zoneout noise, stop logits, no step cap.
+        noise_masks: optional dict of 0/1 keep-masks replacing random draws: ``"prenet"`` (list per prenet layer,
+            ``(batch, steps, prenet_layers[i])``, covering every step that runs) and ``"decoder_LSTM"`` (list per
+            layer of ``(c_keep, h_keep)``, each ``(batch, steps, decoder_lstm_units)``).
+
+    Returns:
+        ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, max_time, steps))``.
+
+    Masking: ``memory_lengths`` masks the attention (``mask_encoder``); decoder padding is the loss's business.
+
+    Example:
+    >>> dec = Tacotron2Decoder(num_mels=4, outputs_per_step=2, prenet_layers=(8,), decoder_layers=1,
+    ...                        decoder_lstm_units=8, attention_dim=4, attention_filters=2, attention_kernel=3,
+    ...                        max_iters=5)
+    >>> frames, stop, alignments = dec(tf.random.normal((2, 6, 10)), tf.constant([6, 3]))
+    >>> frames.shape[-1], stop.shape[-1], alignments.shape[1]
+    (8, 2, 6)
+    """
+
+    default_tf1_scope = "decoder"
+
+    def __init__(self, num_mels: int = 80, outputs_per_step: int = 1, prenet_layers=(256, 256), drop_rate: float = 0.5,
+                 decoder_layers: int = 2, decoder_lstm_units: int = 1024, zoneout: float = 0.1,
+                 attention_dim: int = 128, attention_filters: int = 32, attention_kernel: int = 31,
+                 mask_encoder: bool = True, smoothing: bool = False, cumulative_weights: bool = True,
+                 max_iters: int = 2000, stop_at_any: bool = True, tf1_scope: str | None = None,
+                 seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("num_mels", num_mels), ("outputs_per_step", outputs_per_step), ("max_iters", max_iters)):
+            if isinstance(value, bool) or int(value) != value or int(value) < 1:
+                raise ValueError(f"Tacotron2Decoder: `{name}` must be an integer >= 1; got {value!r}.")
+        if not isinstance(stop_at_any, bool):
+            raise ValueError(f"Tacotron2Decoder: `stop_at_any` must be True or False; got {stop_at_any!r}.")
+        self.num_mels = int(num_mels)
+        self.outputs_per_step = int(outputs_per_step)
+        self.max_iters = int(max_iters)
+        self.stop_at_any = stop_at_any
+        self.zoneout = check_zoneout(zoneout, "zoneout", "Tacotron2Decoder")
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.seed = seed
+        policy = self.dtype_policy
+        self.prenet = Prenet(prenet_layers, drop_rate, tf1_scope="decoder_prenet", seed=seed, dtype=policy,
+                             name="decoder_prenet")
+        self.attention = LocationSensitiveAttention(attention_dim, attention_filters, attention_kernel, mask_encoder,
+                                                    smoothing, cumulative_weights, dtype=policy,
+                                                    name="Location_Sensitive_Attention")
+        self.decoder_lstm = DecoderRNN(decoder_layers, decoder_lstm_units, self.zoneout, tf1_scope="decoder_LSTM",
+                                       seed=None if seed is None else seed + 1, dtype=policy, name="decoder_LSTM")
+        self.frame_projection = FrameProjection(self.num_mels * self.outputs_per_step,
+                                                tf1_scope="linear_transform_projection", dtype=policy,
+                                                name="linear_transform_projection")
+        self.stop_projection = StopProjection(self.outputs_per_step, tf1_scope="stop_token_projection", dtype=policy,
+                                              name="stop_token_projection")
+        self.memory_size = None
+
+    # -- building -----------------------------------------------------------------------------
+    def build(self, memory_shape, memory_lengths_shape=None, mel_targets_shape=None):
+        if memory_shape[-1] is None:
+            raise ValueError("Tacotron2Decoder: argument `memory` needs a known channel axis, expected shape "
+                             f"(batch, max_time, memory_size); got shape {memory_shape}.")
+        self.build_from_memory_size(int(memory_shape[-1]))
+
+    def build_from_memory_size(self, memory_size: int):
+        if self.built:
+            return
+        self.memory_size = int(memory_size)
+        units = self.decoder_lstm.size
+        self.prenet.build((None, self.num_mels))
+        self.attention.build_from_sizes(units, self.memory_size)
+        self.decoder_lstm.build((None, self.prenet.layers_sizes[-1] + self.memory_size))
+        self.frame_projection.build((None, units + self.memory_size))
+        self.stop_projection.build((None, units + self.memory_size))
+        self.built = True
+
+    # -- input checks -------------------------------------------------------------------------
+    def _check_max_iters(self, max_iters):
+        if max_iters is None:
+            return self.max_iters
+        if isinstance(max_iters, (int,)) and not isinstance(max_iters, bool):
+            if max_iters < 1:
+                raise ValueError(f"Tacotron2Decoder: argument `max_iters` must be >= 1; got {max_iters}.")
+            return max_iters
+        t = tf.convert_to_tensor(max_iters)
+        if not t.dtype.is_integer or t.shape.rank not in (None, 0):
+            raise ValueError(f"Tacotron2Decoder: argument `max_iters` must be a positive integer; got {max_iters!r}.")
+        return t
+
+    def _noise(self, noise_masks, dtype):
+        if noise_masks is None:
+            return None, None
+        if not isinstance(noise_masks, dict):
+            raise ValueError("Tacotron2Decoder: argument `noise_masks` must be a dict with optional keys 'prenet', "
+                             f"'decoder_LSTM'; got {type(noise_masks).__name__}.")
+        prenet = noise_masks.get("prenet")
+        if prenet is not None:
+            n = len(self.prenet.layers_sizes)
+            if not isinstance(prenet, (list, tuple)) or len(prenet) != n:
+                raise ValueError(f"Tacotron2Decoder: argument `noise_masks['prenet']` must be a list of {n} keep-masks "
+                                 f"(batch, steps, prenet_layers[i]) for prenet_layers={self.prenet.layers_sizes}.")
+            out = []
+            for i, m in enumerate(prenet):
+                m = tf.cast(m, dtype)
+                if m.shape.rank not in (None, 3) or (m.shape.rank == 3 and m.shape[-1] not in (None, self.prenet.layers_sizes[i])):
+                    raise ValueError(f"Tacotron2Decoder: argument `noise_masks['prenet'][{i}]` must have shape "
+                                     f"(batch, steps, {self.prenet.layers_sizes[i]}); got shape {m.shape}.")
+                out.append(m)
+            prenet = out
+        lstm = noise_masks.get("decoder_LSTM")
+        if lstm is not None:
+            n, u = self.decoder_lstm.layers, self.decoder_lstm.size
+            doc = f"a list of {n} pairs (c_keep, h_keep), each (batch, steps, {u})"
+            try:
+                pairs = [tuple(p) for p in lstm]
+                ok = len(pairs) == n and all(len(p) == 2 for p in pairs)
+            except TypeError:
+                ok = False
+            if not ok:
+                raise ValueError(f"Tacotron2Decoder: argument `noise_masks['decoder_LSTM']` must be {doc}.")
+            cs, hs = [], []
+            for c, h in pairs:
+                for m in (c, h):
+                    m = tf.convert_to_tensor(m)
+                    if m.shape.rank not in (None, 3) or (m.shape.rank == 3 and m.shape[-1] not in (None, u)):
+                        raise ValueError(f"Tacotron2Decoder: argument `noise_masks['decoder_LSTM']` must be {doc}; "
+                                         f"got shape {m.shape}.")
+                cs.append(tf.cast(c, dtype))
+                hs.append(tf.cast(h, dtype))
+            # (steps, L, batch, u)
+            lstm = (tf.transpose(tf.stack(cs, 0), [2, 0, 1, 3]), tf.transpose(tf.stack(hs, 0), [2, 0, 1, 3]))
+        return prenet, lstm
+
+    # -- the loop -----------------------------------------------------------------------------
+    def call(self, memory, memory_lengths=None, mel_targets=None, max_iters=None, training=None, noise_masks=None):
+        block = "Tacotron2Decoder"
+        check_float_tensor(memory, "memory", block, rank=3, last_dim=self.memory_size,
+                           shape_doc=f"(batch, max_time, {self.memory_size})")
+        if memory_lengths is not None:
+            memory_lengths = tf.cast(check_lengths(memory_lengths, "memory_lengths", block, batch_dim=memory.shape[0]),
+                                     tf.int32)
+        if mel_targets is not None:
+            check_float_tensor(mel_targets, "mel_targets", block, rank=3, last_dim=self.num_mels,
+                               shape_doc=f"(batch, T_out, {self.num_mels})")
+            if mel_targets.shape[1] is not None and mel_targets.shape[1] < self.outputs_per_step:
+                raise ValueError(f"{block}: argument `mel_targets` must hold at least outputs_per_step="
+                                 f"{self.outputs_per_step} frames; got shape {mel_targets.shape}.")
+        elif training:
+            raise ValueError(f"{block}: training needs `mel_targets` (the original trains teacher-forced only).")
+        training = bool(training)
+        max_iters = self._check_max_iters(max_iters)
+        dtype = self.compute_dtype
+        prenet_masks, lstm_masks = self._noise(noise_masks, dtype)
+        args = (tf.cast(memory, dtype), memory_lengths, None if mel_targets is None else tf.cast(mel_targets, dtype),
+                max_iters, prenet_masks, lstm_masks)
+        if tf.executing_eagerly():
+            fn = self.__dict__.get("_compiled")
+            if fn is None:
+                fn = tf.function(self._decode, reduce_retracing=True)
+                object.__setattr__(self, "_compiled", fn)
+            return fn(*args, training=training)
+        return self._decode(*args, training=training)
+
+    def _weights(self, dtype):
+        lstm = self.decoder_lstm
+        return dict(
+            kernels=[tf.cast(c.kernel, dtype) for c in lstm.cells],
+            biases=[effective_bias(c.bias, dtype) for c in lstm.cells],
+            attention=self.attention.weights_in(dtype),
+            prenet=[(tf.cast(d.kernel, dtype), tf.cast(d.bias, dtype)) for d in self.prenet.dense_layers],
+        )
+
+    def _lstm_rest(self, x, cs, hs, w, z, keep_c, keep_h):
+        """Layers 2..L of the decoder LSTM stack (layer 1's new state already in ``cs[0]``, ``hs[0]``)."""
+        new_c, new_h = [cs[0]], [hs[0]]
+        for k in range(1, len(cs)):
+            c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, hs[k]], -1), w["kernels"][k]) + w["biases"][k], cs[k])
+            new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
+            new_h.append(zoneout(h_new, hs[k], z, None if keep_h is None else keep_h[k]))
+            x = h_new
+        return x, tuple(new_c), tuple(new_h)
+
+    def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False):
+        dtype = memory.dtype
+        batch, max_time = tf.shape(memory)[0], tf.shape(memory)[1]
+        att = self.attention
+        lengths = memory_lengths if att.mask_encoder else None
+        values, keys = att.process_memory(memory, lengths)
+        w = self._weights(dtype)
+        units, n_layers = self.decoder_lstm.size, self.decoder_lstm.layers
+        zeros_state = tuple(tf.zeros(tf.stack([batch, units]), dtype) for _ in range(n_layers))
+        context0 = tf.zeros(tf.stack([batch, self.memory_size]), dtype)
+        state0 = tf.zeros(tf.stack([batch, max_time]), dtype)
+        if mel_targets is not None:
+            return self._teacher_forced(memory, values, keys, lengths, mel_targets, max_iters, prenet_masks, lstm_masks,
+                                        training, w, zeros_state, context0, state0)
+        return self._free_running(values, keys, lengths, max_iters, prenet_masks, lstm_masks, w, zeros_state,
+                                  context0, state0)
+
+    def _teacher_forced(self, memory, values, keys, lengths, mel_targets, max_iters, prenet_masks, lstm_masks,
+                        training, w, zeros_state, context0, state0):
+        dtype = memory.dtype
+        r, n_mels = self.outputs_per_step, self.num_mels
+        batch = tf.shape(memory)[0]
+        steps = tf.shape(mel_targets)[1] // r
+        if not training:
+            steps = tf.minimum(steps, tf.cast(max_iters, tf.int32))
+        go = tf.zeros(tf.stack([batch, 1, n_mels]), dtype)
+        fed = tf.concat([go, mel_targets[:, r - 1::r][:, :steps - 1]], axis=1)  # (batch, steps, num_mels)
+        masks = None if prenet_masks is None else [m[:, :steps] for m in prenet_masks]
+        x = self.prenet(fed, dropout_masks=masks)  # every step at once: the prenet does not depend on the loop
+        n_pre = self.prenet.layers_sizes[-1]
+        k0 = w["kernels"][0]
+        gx = tf.einsum("btp,pg->tbg", x, k0[:n_pre]) + w["biases"][0]  # layer 1's prenet part, all steps
+        k0_rest = k0[n_pre:]
+        z, units, n_layers = self.zoneout, self.decoder_lstm.size, self.decoder_lstm.layers
+        keep_c = keep_h = None
+        if lstm_masks is not None:
+            keep_c, keep_h = lstm_masks[0][:steps], lstm_masks[1][:steps]
+        elif training:
+            shape = tf.stack([steps, n_layers, batch, units])
+            keep_c = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
+            keep_h = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
+        ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
+
+        def body(t, att_state, context, cs, hs, outs, contexts, aligns):
+            kc = None if keep_c is None else keep_c[t]
+            kh = None if keep_h is None else keep_h[t]
+            c_new, h_new = lstm_from_gates(gx[t] + tf.matmul(tf.concat([context, hs[0]], -1), k0_rest), cs[0])
+            c0 = zoneout(c_new, cs[0], z, None if kc is None else kc[0])
+            h0 = zoneout(h_new, hs[0], z, None if kh is None else kh[0])
+            out, cs, hs = self._lstm_rest(h_new, (c0,) + tuple(cs[1:]), (h0,) + tuple(hs[1:]), w, z, kc, kh)
+            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"])
+            return (t + 1, att_state, context, cs, hs, outs.write(t, out), contexts.write(t, context),
+                    aligns.write(t, alignments))
+
+        loop = (tf.constant(0), state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
+        _, _, _, _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop)
+        proj_in = tf.transpose(tf.concat([outs.stack(), contexts.stack()], -1), [1, 0, 2])  # (batch, steps, u + D)
+        frames = self.frame_projection(proj_in)
+        stop = self.stop_projection(proj_in, training=training)
+        return frames, stop, tf.transpose(aligns.stack(), [1, 2, 0])
+
+    def _free_running(self, values, keys, lengths, max_iters, prenet_masks, lstm_masks, w, zeros_state, context0,
+                      state0):
+        dtype = values.dtype
+        batch = tf.shape(values)[0]
+        n_mels = self.num_mels
+        rate = self.prenet.drop_rate
+        activation = self.prenet.activation
+        z = self.zoneout
+        kf, bf = tf.cast(self.frame_projection.dense.kernel, dtype), tf.cast(self.frame_projection.dense.bias, dtype)
+        ks, bs = tf.cast(self.stop_projection.dense.kernel, dtype), tf.cast(self.stop_projection.dense.bias, dtype)
+        stop_activation = self.stop_projection.activation
+        seed = tf.cast(self.prenet.seed_generator.next(), tf.int32) if (prenet_masks is None and rate > 0) else None
+        n_pre = len(w["prenet"])
+        max_iters = tf.cast(max_iters, tf.int32)
+        ta = lambda: tf.TensorArray(dtype, size=0, dynamic_size=True)  # noqa: E731
+
+        def prenet_step(x, t):
+            for i, (kernel, bias) in enumerate(w["prenet"]):
+                x = activation(tf.matmul(x, kernel) + bias)
+                if prenet_masks is not None:
+                    keep = prenet_masks[i][:, t]
+                elif rate > 0:
+                    u = tf.random.stateless_uniform(tf.shape(x), seed=seed + tf.stack([0, t * n_pre + i + 1]))
+                    keep = tf.cast(u >= rate, dtype)
+                else:
+                    keep = None
+                if keep is not None:
+                    x = x * tf.cast(1.0 / (1.0 - rate), dtype) * keep if rate > 0 else x * keep
+            return x
+
+        def body(t, finished, frame, att_state, context, cs, hs, frames_ta, stops_ta, aligns_ta):
+            kc = None if lstm_masks is None else lstm_masks[0][t]
+            kh = None if lstm_masks is None else lstm_masks[1][t]
+            x = prenet_step(frame, t)
+            gates = tf.matmul(tf.concat([x, context, hs[0]], -1), w["kernels"][0]) + w["biases"][0]
+            c_new, h_new = lstm_from_gates(gates, cs[0])
+            c0 = zoneout(c_new, cs[0], z, None if kc is None else kc[0])
+            h0 = zoneout(h_new, hs[0], z, None if kh is None else kh[0])
+            out, cs, hs = self._lstm_rest(h_new, (c0,) + tuple(cs[1:]), (h0,) + tuple(hs[1:]), w, z, kc, kh)
+            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"])
+            proj_in = tf.concat([out, context], -1)
+            frames = tf.matmul(proj_in, kf) + bf
+            stop = stop_activation(tf.matmul(proj_in, ks) + bs)
+            done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
+            done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
+            finished = tf.logical_or(done, t + 1 >= max_iters)
+            return (t + 1, finished, frames[:, -n_mels:], att_state, context, cs, hs, frames_ta.write(t, frames),
+                    stops_ta.write(t, stop), aligns_ta.write(t, alignments))
+
+        go = tf.zeros(tf.stack([batch, n_mels]), dtype)
+        loop = (tf.constant(0), tf.constant(False), go, state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
+        out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop)
+        frames_ta, stops_ta, aligns_ta = out[-3:]
+        frames = tf.transpose(frames_ta.stack(), [1, 0, 2])
+        stop = tf.transpose(stops_ta.stack(), [1, 0, 2])
+        return frames, stop, tf.transpose(aligns_ta.stack(), [1, 2, 0])
+
+    def compute_output_shape(self, memory_shape, memory_lengths_shape=None, mel_targets_shape=None):
+        b, t = memory_shape[0], memory_shape[1]
+        r = self.outputs_per_step
+        return (b, None, r * self.num_mels), (b, None, r), (b, t, None)
+
+    def get_config(self):
+        config = super().get_config()
+        att = self.attention
+        config.update(num_mels=self.num_mels, outputs_per_step=self.outputs_per_step,
+                      prenet_layers=list(self.prenet.layers_sizes), drop_rate=self.prenet.drop_rate,
+                      decoder_layers=self.decoder_lstm.layers, decoder_lstm_units=self.decoder_lstm.size,
+                      zoneout=self.zoneout, attention_dim=att.units, attention_filters=att.filters,
+                      attention_kernel=att.kernel_size, mask_encoder=att.mask_encoder, smoothing=att.smoothing,
+                      cumulative_weights=att.cumulate_weights, max_iters=self.max_iters, stop_at_any=self.stop_at_any,
+                      tf1_scope=self.tf1_scope, seed=self.seed)
+        return config
+
+    # -- TF1 exchange (names relative to the decoder scope; memory_layer relative to the model scope) --------
+    def _tf1_variables(self):
+        out = {}
+        for block in (self.prenet, self.decoder_lstm, self.frame_projection, self.stop_projection):
+            out.update(_prefixed(block.tf1_scope, block._tf1_variables()))
+        att = self.attention._tf1_variables()
+        out["../memory_layer/kernel"] = att.pop("memory_layer/kernel")
+        out.update(_prefixed(self.attention.tf1_scope, att))
+        return out
+
+    def _tf1_input_shape(self, weights):
+        return (None, None, int(weights["../memory_layer/kernel"].shape[0]))
+
+    def load_tf1_weights(self, weights, strict: bool = True):
+        """As every block; the attention's ``memory_layer/kernel`` is the key ``../memory_layer/kernel`` (TF1 keeps
+        it at the model scope, one level above ``decoder``)."""
+        if not self.built and "../memory_layer/kernel" in weights:
+            self.build_from_memory_size(int(weights["../memory_layer/kernel"].shape[0]))
+        return super().load_tf1_weights(weights, strict)

@@ -1,0 +1,102 @@
+"""``tacotron2_loss``: the original ``Tacotron.add_loss`` of TF1 Tacotron-2 (RTVC and Rayhane variants)."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from .masked_losses import masked_linear_loss, masked_mse, masked_sigmoid_cross_entropy
+
+#: substrings of a TF1 variable name that exclude it from the L2 regularisation (the original's list)
+REGULARIZATION_EXCLUDED = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
+TF1_MODEL_SCOPE = "Tacotron_model/inference/"
+
+
+def regularized(tf1_name: str) -> bool:
+    """True when the original regularises the variable of this TF1 name (relative to the inference scope)."""
+    full = TF1_MODEL_SCOPE + tf1_name
+    return not any(s in full for s in REGULARIZATION_EXCLUDED)
+
+
+def _f32(x):
+    return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
+
+
+def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_lengths=None, linear_targets=None):
+    """The losses of the original ``add_loss`` (computed in float32, or float64 for a float64 model).
+
+    * ``mask_decoder``: masked MSE before/after the postnet, masked weighted sigmoid cross-entropy of the stop
+      logits (``cross_entropy_pos_weight``), and -- Rayhane with ``predict_linear`` -- the masked linear L1
+      loss; RTVC has no linear term then.
+    * otherwise: plain means over every frame, padding included: MSE before/after, mean sigmoid
+      cross-entropy; RTVC adds ``mean|mel_targets - decoder_outputs|`` as ``linear_loss`` (the SV2TTS L1
+      term; linear targets are ignored even with ``predict_linear``), Rayhane with ``predict_linear`` the
+      L1 loss of the linear outputs with priority to the bins under 2 kHz.
+    * ``regularization_loss``: ``reg_weight * Σ l2_loss(w)`` over the trainable variables whose TF1 name
+      contains none of ``bias``, ``Bias``, ``_projection``, ``inputs_embedding``, ``RNN``, ``LSTM``;
+      ``reg_weight`` scaled by ``1 / (2 max_abs_value)`` (symmetric mels) or ``1 / max_abs_value`` when
+      ``tacotron_scale_regularization``.
+
+    Args:
+        model: the :class:`~tf_layers.Tacotron2` that produced ``outputs``.
+        outputs: its training-mode output dict (``stop_token_prediction`` holds logits).
+        mel_targets: ``(batch, steps * r, num_mels)``.
+        stop_token_targets: ``(batch, steps * r)``.
+        targets_lengths: ``(batch,)`` int, needed with ``mask_decoder``.
+        linear_targets: ``(batch, steps * r, num_freq)``, needed for Rayhane's linear loss.
+
+    Returns:
+        dict of scalars ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss, loss``.
+    """
+    hp = model.hparams
+    r = hp.outputs_per_step
+    decoder_outputs = _f32(outputs["decoder_outputs"])
+    mel_outputs = _f32(outputs["mel_outputs"])
+    stop_logits = _f32(outputs["stop_token_prediction"])
+    dtype = decoder_outputs.dtype
+    mel_targets = tf.cast(mel_targets, dtype)
+    stop_token_targets = tf.cast(stop_token_targets, dtype)
+    _check_same_shape("mel_targets", mel_targets, "decoder_outputs", decoder_outputs)
+    _check_same_shape("stop_token_targets", stop_token_targets, "stop_token_prediction", stop_logits)
+    rayhane_linear = hp.variant == "rayhane" and hp.predict_linear
+    if rayhane_linear:
+        if linear_targets is None:
+            raise ValueError("tacotron2_loss: argument `linear_targets` (batch, frames, num_freq) is needed: the model "
+                             "predicts linear spectrograms (predict_linear) and Rayhane's loss includes them.")
+        linear_targets = tf.cast(linear_targets, dtype)
+        linear_outputs = _f32(outputs["linear_outputs"])
+        _check_same_shape("linear_targets", linear_targets, "linear_outputs", linear_outputs)
+    zero = tf.zeros([], dtype)
+    if hp.mask_decoder:
+        if targets_lengths is None:
+            raise ValueError("tacotron2_loss: argument `targets_lengths` (batch,) is needed with mask_decoder=True.")
+        before = masked_mse(mel_targets, decoder_outputs, targets_lengths, outputs_per_step=r)
+        after = masked_mse(mel_targets, mel_outputs, targets_lengths, outputs_per_step=r)
+        stop = masked_sigmoid_cross_entropy(stop_token_targets, stop_logits, targets_lengths, outputs_per_step=r,
+                                            pos_weight=hp.cross_entropy_pos_weight)
+        linear = (masked_linear_loss(linear_targets, linear_outputs, targets_lengths, outputs_per_step=r,
+                                     sample_rate=hp.sample_rate, num_freq=hp.num_freq) if rayhane_linear else zero)
+    else:
+        before = tf.reduce_mean(tf.square(mel_targets - decoder_outputs))
+        after = tf.reduce_mean(tf.square(mel_targets - mel_outputs))
+        stop = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=stop_token_targets, logits=stop_logits))
+        if hp.variant == "rtvc":
+            linear = tf.reduce_mean(tf.abs(mel_targets - decoder_outputs))
+        elif rayhane_linear:
+            l1 = tf.abs(linear_targets - linear_outputs)
+            n_priority = int(2000 / (hp.sample_rate * 0.5) * hp.num_freq)
+            linear = 0.5 * tf.reduce_mean(l1) + 0.5 * tf.reduce_mean(l1[:, :, :n_priority])
+        else:
+            linear = zero
+    before, after, stop, linear = (tf.cast(x, dtype) for x in (before, after, stop, linear))
+    terms = [tf.reduce_sum(tf.square(tf.cast(v, dtype))) / 2 for name, v in model.tf1_trainable_variables().items()
+             if regularized(name)]
+    regularization = tf.cast(hp.reg_weight, dtype) * (tf.add_n(terms) if terms else zero)
+    loss = before + after + stop + regularization + linear
+    return dict(before_loss=before, after_loss=after, stop_token_loss=stop, linear_loss=linear,
+                regularization_loss=regularization, loss=loss)
+
+
+def _check_same_shape(name, a, other, b):
+    if a.shape.rank is not None and b.shape.rank is not None:
+        if a.shape.rank != b.shape.rank or not a.shape.is_compatible_with(b.shape):
+            raise ValueError(f"tacotron2_loss: argument `{name}` must have the shape of the model's `{other}` "
+                             f"{tuple(b.shape)} (frames = decoder steps * outputs_per_step); got {tuple(a.shape)}.")

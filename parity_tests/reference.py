@@ -38,7 +38,8 @@ class LegacySpec:
         scope: variable-scope prefix the block is built under.
         training: ``is_training`` of the TF1 block.
         seed: seed of the variable values and of the graph's random ops.
-        options: builder/runner options (e.g. ``{"adam_step": True}``).
+        options: builder/runner options (e.g. ``{"adam_step": True}``; ``{"assign": {name: value}}`` sets variables
+            -- names relative to ``scope`` -- to fixed values after the random fill).
         dynamic_shapes: placeholders with unknown dimensions (as the real graph) when True.
     """
 

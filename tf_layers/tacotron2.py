@@ -282,10 +282,23 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         of ``loss`` for every trainable variable keyed by its TF1 name (relative to ``Tacotron_model/inference/``), in
         TF1 layout: what the TF1 graph's ``tf.gradients(loss, tf.trainable_variables())`` gives."""
         variables = self.tf1_trainable_variables()
-        with tf.GradientTape() as tape:
-            out = self(inputs, input_lengths, speaker_embeddings, mel_targets, training=True, noise_masks=noise_masks)
-            losses = tacotron2_loss(self, out, mel_targets, stop_token_targets, targets_lengths, linear_targets)
-        grads = tape.gradient(losses["loss"], list(variables.values()))
+        self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
+
+        def loss_and_grads(*args):
+            with tf.GradientTape() as tape:
+                out = self(*args[:4], training=True, noise_masks=args[6])
+                losses = tacotron2_loss(self, out, args[3], args[4], args[5], args[7])
+            return losses, tape.gradient(losses["loss"], list(variables.values()))
+
+        # the forward pass and its gradient in one graph (a gradient taped eagerly around the compiled decoder loop
+        # runs TF's while-loop gradient as a separate function, which can fail with AlreadyExistsError on its
+        # AddN temporaries when called again in the same process)
+        fn = tf.function(loss_and_grads)
+        as_tensor = lambda a: None if a is None else tf.convert_to_tensor(a)  # noqa: E731
+        losses, grads = fn(*(as_tensor(a) for a in (inputs, input_lengths, speaker_embeddings, mel_targets,
+                                                     stop_token_targets, targets_lengths)),
+                           None if noise_masks is None else tf.nest.map_structure(tf.convert_to_tensor, noise_masks),
+                           as_tensor(linear_targets))
         spec = self._tf1_variables()
         out_grads = {}
         for (name, v), g in zip(variables.items(), grads):

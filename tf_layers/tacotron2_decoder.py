@@ -39,8 +39,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
       probability rounds to 1 (``tf.round``: 0.5 does not stop), or after ``max_iters`` steps. All entries
       run the same number of steps; the stopping step's frames are kept. At least one step runs.
 
-    Eager calls run the loop through a cached ``tf.function`` (no Python per step); inside a traced function
-    it is a plain ``tf.while_loop`` with unknown batch, memory time and number of steps.
+    Eager inference calls run the loop through a cached ``tf.function`` (no Python per step); inside a traced
+    function (``fit``, ``tf.function``) it is a plain ``tf.while_loop`` with unknown batch, memory time and number
+    of steps. Eager *training* calls run the loop eagerly, so a ``GradientTape`` around them works; wrap training
+    steps in ``tf.function`` (as ``fit`` does) for speed.
 
     Args:
         num_mels: int, mel channels per frame.
@@ -214,11 +216,16 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             raise ValueError(f"{block}: training needs `mel_targets` (the original trains teacher-forced only).")
         training = bool(training)
         max_iters = self._check_max_iters(max_iters)
+        if isinstance(max_iters, int):
+            max_iters = tf.constant(max_iters, tf.int32)  # a tensor: a new cap does not retrace the compiled loop
         dtype = self.compute_dtype
         prenet_masks, lstm_masks = self._noise(noise_masks, dtype)
         args = (tf.cast(memory, dtype), memory_lengths, None if mel_targets is None else tf.cast(mel_targets, dtype),
                 max_iters, prenet_masks, lstm_masks)
-        if tf.executing_eagerly():
+        if tf.executing_eagerly() and not training:
+            # inference: one cached graph instead of Python per step (training stays eager, so an eager
+            # GradientTape sees the loop op by op -- TF's gradient of a compiled while loop, called again and again
+            # from eager code, can fail with AlreadyExistsError on its AddN temporaries; fit() traces anyway)
             fn = self.__dict__.get("_compiled")
             if fn is None:
                 fn = tf.function(self._decode, reduce_retracing=True)
@@ -300,7 +307,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
                     aligns.write(t, alignments))
 
         loop = (tf.constant(0), state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
-        _, _, _, _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop)
+        # one iteration at a time: each step depends on the previous one anyway, and TF's gradient of a while loop
+        # with parallel iterations can race on its AddN accumulators (AlreadyExistsError seen on 2 cores)
+        _, _, _, _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop, parallel_iterations=1)
         proj_in = tf.transpose(tf.concat([outs.stack(), contexts.stack()], -1), [1, 0, 2])  # (batch, steps, u + D)
         frames = self.frame_projection(proj_in)
         stop = self.stop_projection(proj_in, training=training)
@@ -357,7 +366,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
 
         go = tf.zeros(tf.stack([batch, n_mels]), dtype)
         loop = (tf.constant(0), tf.constant(False), go, state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
-        out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop)
+        out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop, parallel_iterations=1)
         frames_ta, stops_ta, aligns_ta = out[-3:]
         frames = tf.transpose(frames_ta.stack(), [1, 0, 2])
         stop = tf.transpose(stops_ta.stack(), [1, 0, 2])

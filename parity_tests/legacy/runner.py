@@ -85,6 +85,12 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
                 values = {p: random_value(v.op.name, v.shape.as_list(), rng).astype(v.dtype.base_dtype.as_numpy_dtype)
                           for v, p in zip(model_vars, fill_phs)}
                 sess.run(fill, values)
+            for name, value in spec.get("options", {}).get("assign", {}).items():
+                # fixed values after the random fill (e.g. a stop-token bias that never fires), names relative
+                # to the spec's scope; a scalar fills the whole variable
+                full = "/".join(p for p in (prefix.strip("/"), name) if p)
+                var = next(v for v in model_vars if v.op.name == full)
+                var.load(np.broadcast_to(np.asarray(value, var.dtype.base_dtype.as_numpy_dtype), var.shape), sess)
             if train_op is not None:
                 sess.run(train_op, feeds)
             ckpt = ""

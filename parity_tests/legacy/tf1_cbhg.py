@@ -17,6 +17,9 @@ v1 = tf.compat.v1
 def cbhg(inputs, input_lengths, config, training):
     """CBHG of the seed. ``config``: the Keras constructor keywords (optional ``tf1_scope``).
 
+    ``config["bn_position"]`` (default ``"before"``, the seed's): ``"after"`` is Rayhane's later CBHG, whose
+    bank and both projections run conv -> activation -> batch norm.
+
     Returns ``(outputs (batch, time, 2 * rnn_units), masks=[])`` (CBHG draws no random masks).
     """
     scope = config.get("tf1_scope") or "CBHG"
@@ -26,13 +29,15 @@ def cbhg(inputs, input_lengths, config, training):
     pks = config["projection_kernel_size"]
     highway_units = config["highway_units"]
     rnn_units = config["rnn_units"]
+    bn_position = config.get("bn_position") or "before"
     with v1.variable_scope(scope):
         with v1.variable_scope("conv_bank"):
-            bank = tf.concat([conv1d(inputs, k, conv_channels, tf.nn.relu, training, 0.0, f"conv1d_{k}")[0]
+            bank = tf.concat([conv1d(inputs, k, conv_channels, tf.nn.relu, training, 0.0, f"conv1d_{k}",
+                                     bn_position)[0]
                               for k in range(1, K + 1)], axis=-1)
         pooled = v1.layers.max_pooling1d(bank, pool_size=config["pool_size"], strides=1, padding="same")
-        proj1, _ = conv1d(pooled, pks, projections[0], tf.nn.relu, training, 0.0, "proj1")
-        proj2, _ = conv1d(proj1, pks, projections[1], lambda t: t, training, 0.0, "proj2")
+        proj1, _ = conv1d(pooled, pks, projections[0], tf.nn.relu, training, 0.0, "proj1", bn_position)
+        proj2, _ = conv1d(proj1, pks, projections[1], lambda t: t, training, 0.0, "proj2", bn_position)
         x = proj2 + inputs
         if x.shape[2] != highway_units:
             x = v1.layers.dense(x, highway_units)

@@ -349,3 +349,29 @@ def test_bad_input_names_the_argument():
             Tacotron2("rtvc", **bad)
     assert resolve_hparams("rayhane").speaker_embedding_size == 0
     assert tf_layers.tacotron2_hparams("rtvc")["outputs_per_step"] == 2
+
+
+# -- the decoder as a Keras layer ------------------------------------------------------------------
+def test_decoder_layer_contract():
+    from tests.helpers.keras_layer_test import run_keras_layer_test
+    from tf_layers import Tacotron2Decoder
+
+    def inputs(b, t):
+        g = np.random.default_rng(10 * b + t)
+        return [g.standard_normal((b, t, 10)).astype(np.float32), np.maximum(1, t - np.arange(b)).astype(np.int32)]
+
+    config = dict(num_mels=4, outputs_per_step=2, prenet_layers=(8,), drop_rate=0.0, decoder_layers=2,
+                  decoder_lstm_units=8, attention_dim=4, attention_filters=2, attention_kernel=3, max_iters=5,
+                  stop_at_any=False)
+    run_keras_layer_test(
+        Tacotron2Decoder, config, inputs, input_specs=[tf.TensorSpec([None, None, 10]), tf.TensorSpec([None], tf.int32)],
+        bad_inputs=[([np.zeros((2, 3, 9), np.float32), np.array([3, 3], np.int32)], "memory"),
+                    ([np.zeros((2, 3, 10), np.float32), np.array([3.0, 3.0], np.float32)], "memory_lengths")],
+    )
+    dec = Tacotron2Decoder(**config)
+    with pytest.raises(ValueError, match="mel_targets"):
+        dec(np.zeros((2, 3, 10), np.float32), np.array([3, 3]), mel_targets=np.zeros((2, 6, 5), np.float32))
+    with pytest.raises(ValueError, match="mel_targets"):
+        dec(np.zeros((2, 3, 10), np.float32), np.array([3, 3]), training=True)
+    with pytest.raises(ValueError, match="max_iters"):
+        dec(np.zeros((2, 3, 10), np.float32), np.array([3, 3]), max_iters=0)

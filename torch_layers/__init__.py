@@ -18,6 +18,7 @@ from .frame_projection import FrameProjection
 from .gaussian_embedding import GaussianEmbedding, repeat_merge
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 from .highway_net import HighwayNet
+from .location_sensitive_attention import LocationSensitiveAttention
 from .masked_losses import (
     MaskedLinearLoss,
     MaskedMSE,
@@ -33,9 +34,13 @@ from .sequence_mask import sequence_mask  # last: binds the name to the function
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
 from .tac import TAC
+from .tacotron2 import Tacotron2
+from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_loss import tacotron2_loss
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
 from .zoneout_lstm_cell import ZoneoutLSTMCell
+from speechblocks import tacotron2_hparams
 
 __version__ = "0.1.0"
 
@@ -50,6 +55,7 @@ __all__ = [
     "GaussianEmbedding",
     "GumbelVectorQuantizer",
     "HighwayNet",
+    "LocationSensitiveAttention",
     "MaskedLinearLoss",
     "MaskedMSE",
     "MaskedSigmoidCrossEntropy",
@@ -60,6 +66,8 @@ __all__ = [
     "TAC",
     "TF1GRUCell",
     "TF1WeightsError",
+    "Tacotron2",
+    "Tacotron2Decoder",
     "ZoneoutLSTMCell",
     "load_migrated",
     "masked_linear_loss",
@@ -67,4 +75,6 @@ __all__ = [
     "masked_sigmoid_cross_entropy",
     "repeat_merge",
     "sequence_mask",
+    "tacotron2_hparams",
+    "tacotron2_loss",
 ]

@@ -32,7 +32,8 @@ class CBHG(TF1WeightsMixin, nn.Module):
     """CBHG as in TF1 Tacotron-2: conv bank -> max-pool -> 2 projections -> residual -> highways -> BiGRU.
 
     Conv bank of widths ``1..K`` (:class:`Conv1DBlock`: conv -> TF1 batch norm -> relu, TF ``'same'``
-    padding), concatenated on channels; max-pool (stride 1, TF ``'same'``); ``proj1`` (relu) and ``proj2``
+    padding; with ``bn_position="after"``, Rayhane's later code, conv -> relu -> batch norm, likewise for both
+    projections), concatenated on channels; max-pool (stride 1, TF ``'same'``); ``proj1`` (relu) and ``proj2``
     (identity); residual ``proj2 + inputs``; a dense layer to ``highway_units`` (no activation) only when
     ``projections[1] != highway_units``; ``n_highwaynet_layers`` :class:`HighwayNet`; bidirectional TF1 GRU
     (reset before the candidate matmul, ``bidirectional_dynamic_rnn`` length semantics). ``train()`` makes
@@ -51,6 +52,8 @@ class CBHG(TF1WeightsMixin, nn.Module):
         tf1_scope: TF1 scope (default ``"CBHG"``); inner names as TF1 (``conv_bank/conv1d_{k}/...``,
             ``proj1``, ``proj2``, ``dense``, ``<scope>_highwaynet_{n}``,
             ``bidirectional_rnn/{fw,bw}/<scope>_{forward,backward}_RNN/{gates,candidate}/{kernel,bias}``).
+        bn_position: ``"before"`` (seed: conv -> batch norm -> activation) or ``"after"`` (Rayhane's
+            ``batch_norm_position='after'``: conv -> activation -> batch norm) for the bank and both projections.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -64,8 +67,10 @@ class CBHG(TF1WeightsMixin, nn.Module):
 
     def __init__(self, input_size: int, K: int, conv_channels: int, pool_size: int, projections: Sequence[int],
                  projection_kernel_size: int, n_highwaynet_layers: int, highway_units: int, rnn_units: int,
-                 tf1_scope: Optional[str] = None, device=None, dtype=None):
+                 tf1_scope: Optional[str] = None, bn_position: str = "before", device=None, dtype=None):
         super().__init__()
+        if bn_position not in ("before", "after"):
+            raise ValueError(f"CBHG: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
         for name, value in (("input_size", input_size), ("K", K), ("conv_channels", conv_channels),
                             ("pool_size", pool_size), ("projection_kernel_size", projection_kernel_size),
                             ("highway_units", highway_units), ("rnn_units", rnn_units)):
@@ -90,11 +95,12 @@ class CBHG(TF1WeightsMixin, nn.Module):
         self.highway_units = highway_units
         self.rnn_units = rnn_units
         self.tf1_scope = tf1_scope or self.default_tf1_scope
-        self.conv_bank = nn.ModuleList([Conv1DBlock(input_size, k, conv_channels, "relu", 0.0, tf1_scope=f"conv1d_{k}",
-                                                    **factory) for k in range(1, K + 1)])
-        self.proj1 = Conv1DBlock(K * conv_channels, projection_kernel_size, projections[0], "relu", 0.0,
+        self.bn_position = bn_position
+        self.conv_bank = nn.ModuleList([Conv1DBlock(input_size, k, conv_channels, "relu", 0.0, bn_position,
+                                                    tf1_scope=f"conv1d_{k}", **factory) for k in range(1, K + 1)])
+        self.proj1 = Conv1DBlock(K * conv_channels, projection_kernel_size, projections[0], "relu", 0.0, bn_position,
                                  tf1_scope="proj1", **factory)
-        self.proj2 = Conv1DBlock(projections[0], projection_kernel_size, projections[1], None, 0.0,
+        self.proj2 = Conv1DBlock(projections[0], projection_kernel_size, projections[1], None, 0.0, bn_position,
                                  tf1_scope="proj2", **factory)
         self.has_dense = projections[1] != highway_units
         self.dense = nn.Linear(input_size, highway_units, **factory) if self.has_dense else nn.Identity()

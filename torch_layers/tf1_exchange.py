@@ -72,7 +72,8 @@ class TF1Variable:
 
     def value(self) -> np.ndarray:
         v = self.tensor.detach().cpu().numpy()
-        return self.to_tf1(v) if self.to_tf1 is not None else v
+        # a copy: numpy() of a CPU tensor shares its memory, and a weights dict must not change with the module
+        return self.to_tf1(v) if self.to_tf1 is not None else v.copy()
 
     def tf1_shape(self) -> tuple[int, ...]:
         shape = tuple(self.tensor.shape)

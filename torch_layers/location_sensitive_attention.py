@@ -1,0 +1,247 @@
+"""Torch ``LocationSensitiveAttention``: Tacotron-2's hybrid (content + location) Bahdanau attention."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._functional import tf_same_padding
+from ._validation import check_float_tensor, check_lengths, check_positive_int
+from .tf1_exchange import (
+    TF1Variable,
+    TF1WeightsMixin,
+    conv1d_from_tf1,
+    conv1d_to_tf1,
+    dense_from_tf1,
+    dense_to_tf1,
+)
+
+__all__ = ["LocationSensitiveAttention", "check_memory_lengths", "memory_mask", "normalize_energy"]
+
+
+def check_memory_lengths(lengths: Tensor, name: str, block: str, batch: int, max_time: int) -> None:
+    """``(batch,)`` integer lengths with every entry in ``[1, max_time]`` (TorchScript compatible)."""
+    check_lengths(lengths, name, block, batch)
+    if lengths.numel() > 0:
+        lo = int(lengths.min())
+        hi = int(lengths.max())
+        if lo < 1 or hi > max_time:
+            raise ValueError(block + ": argument `" + name + "` must hold lengths in [1, " + str(max_time)
+                             + "] (shape (batch,), at most the time axis of the memory); got values in ["
+                             + str(lo) + ", " + str(hi) + "].")
+
+
+def memory_mask(lengths: Tensor, max_time: int, dtype: torch.dtype) -> Tensor:
+    """``(batch, max_time)`` mask, 1 where ``t < length`` (``tf.sequence_mask``)."""
+    ar = torch.arange(max_time, device=lengths.device).unsqueeze(0)
+    return (ar < lengths.unsqueeze(1)).to(dtype)
+
+
+def normalize_energy(energy: Tensor, smoothing: bool) -> Tensor:
+    """Alignments from (masked) energies ``(batch, T_in)``: softmax, or ``sigmoid(e) / sum(sigmoid(e))``."""
+    if smoothing:
+        s = torch.sigmoid(energy)
+        return s / s.sum(-1, keepdim=True)
+    return torch.softmax(energy, -1)
+
+
+class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
+    """Location-sensitive attention (Chorowski et al., 2015) as TF1 Tacotron-2 builds it.
+
+    ``values`` are the memory zeroed past each length (``mask_encoder``); ``keys = values @ memory_layer``
+    (no bias). One step with query ``q`` ``(batch, query_size)`` and state ``s`` (the previous cumulative
+    alignments, ``(batch, T_in)``, zeros at the start)::
+
+        f = conv1d(s, location_features_convolution, TF 'same' padding) + bias     # (batch, T_in, filters)
+        energy = sum(v_a * tanh(keys + q @ W_query + f @ W_location + b_a), -1)    # (batch, T_in)
+        energy[t >= length] = -inf                          # mask_encoder only
+        alignments = softmax(energy)  (smoothing: sigmoid(energy) / sum(sigmoid(energy)))
+        next_state = state + alignments  (cumulate_weights; else alignments)
+        context = sum_t alignments * values                                        # (batch, memory_size)
+
+    With ``mask_encoder=False`` neither the memory nor the energies are masked (lengths are ignored).
+    TF1 variables relative to ``tf1_scope``: ``query_layer/kernel`` ``[query_size, units]``,
+    ``location_features_convolution/kernel`` ``[kernel_size, 1, filters]`` and ``/bias``,
+    ``location_features_layer/kernel`` ``[filters, units]``, ``attention_variable_projection`` ``[units]``,
+    ``attention_bias`` ``[units]``, and ``memory_layer/kernel`` ``[memory_size, units]`` (in a TF1 Tacotron-2
+    graph that one lives at the model scope, ``Tacotron_model/inference/memory_layer``: ``Tacotron2`` maps it).
+
+    Args:
+        query_size: query features (the decoder LSTM units).
+        memory_size: memory features (encoder outputs, plus the speaker embedding for RTVC).
+        units: attention depth (hparams ``attention_dim``).
+        filters: location convolution filters (``attention_filters``).
+        kernel_size: location convolution width (``attention_kernel``); even widths pad as TF ``'same'``.
+        mask_encoder: mask the memory and the energies past ``memory_lengths``.
+        smoothing: sigmoid normalisation instead of softmax.
+        cumulate_weights: the state accumulates the alignments (else it is the last alignments).
+        tf1_scope: TF1 scope; ``None`` -> ``"Location_Sensitive_Attention"``.
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> att = LocationSensitiveAttention(1024, 768)
+        >>> memory, lengths = torch.randn(2, 9, 768), torch.tensor([9, 4])
+        >>> values, keys = att.process_memory(memory, lengths)
+        >>> ctx, align, state = att.step(torch.randn(2, 1024), att.initial_state(2, 9), values, keys, lengths)
+        >>> ctx.shape, align.shape
+        (torch.Size([2, 768]), torch.Size([2, 9]))
+    """
+
+    default_tf1_scope = "Location_Sensitive_Attention"
+
+    def __init__(self, query_size: int, memory_size: int, units: int = 128, filters: int = 32, kernel_size: int = 31,
+                 mask_encoder: bool = True, smoothing: bool = False, cumulate_weights: bool = True,
+                 tf1_scope: Optional[str] = None, device=None, dtype=None):
+        super().__init__()
+        block = "LocationSensitiveAttention"
+        self.query_size = check_positive_int(query_size, "query_size", block)
+        self.memory_size = check_positive_int(memory_size, "memory_size", block)
+        self.units = check_positive_int(units, "units", block)
+        self.filters = check_positive_int(filters, "filters", block)
+        self.kernel_size = check_positive_int(kernel_size, "kernel_size", block)
+        self.mask_encoder = bool(mask_encoder)
+        self.smoothing = bool(smoothing)
+        self.cumulate_weights = bool(cumulate_weights)
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        self.pad_before, self.pad_after = tf_same_padding(kernel_size)
+        factory = {"device": device, "dtype": dtype}
+        self.query_layer = nn.Linear(query_size, units, bias=False, **factory)
+        self.memory_layer = nn.Linear(memory_size, units, bias=False, **factory)
+        self.location_convolution = nn.Conv1d(1, filters, kernel_size, **factory)  # TF 'same' padding by hand
+        self.location_layer = nn.Linear(filters, units, bias=False, **factory)
+        self.attention_variable_projection = nn.Parameter(torch.empty(units, **factory))
+        self.attention_bias = nn.Parameter(torch.empty(units, **factory))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """TF1's initialisation: Glorot-uniform kernels (and ``v_a``), zero biases."""
+        for lin in (self.query_layer, self.memory_layer, self.location_layer):
+            nn.init.xavier_uniform_(lin.weight)
+        k, f = self.kernel_size, self.filters
+        bound = math.sqrt(6.0 / (k * 1 + k * f))  # TF fans of a [k, 1, filters] kernel
+        nn.init.uniform_(self.location_convolution.weight, -bound, bound)
+        nn.init.zeros_(self.location_convolution.bias)
+        bound = math.sqrt(3.0 / self.units)  # xavier of a 1-D [units] variable: fan_in = fan_out = units
+        nn.init.uniform_(self.attention_variable_projection, -bound, bound)
+        nn.init.zeros_(self.attention_bias)
+
+    @torch.jit.export
+    def initial_state(self, batch_size: int, max_time: int) -> Tensor:
+        """The initial state (previous alignments): zeros ``(batch_size, max_time)``."""
+        w = self.attention_bias
+        return torch.zeros(batch_size, max_time, device=w.device, dtype=w.dtype)
+
+    @torch.jit.export
+    def process_memory(self, memory: Tensor, memory_lengths: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Values and keys of a memory (computed once per utterance).
+
+        Args:
+            memory: ``(batch, T_in, memory_size)``.
+            memory_lengths: ``(batch,)`` integer lengths in ``[1, T_in]``, or ``None`` (full length).
+
+        Returns:
+            ``(values, keys)``: ``(batch, T_in, memory_size)`` memory zeroed past the lengths (``mask_encoder``)
+            and ``(batch, T_in, units)`` keys ``values @ memory_layer``.
+        """
+        block = "LocationSensitiveAttention"
+        check_float_tensor(memory, "memory", block, 3, self.memory_size, "(batch, T_in, " + str(self.memory_size) + ")")
+        values = memory
+        if memory_lengths is not None and self.mask_encoder:
+            check_memory_lengths(memory_lengths, "memory_lengths", block, memory.shape[0], memory.shape[1])
+            values = memory * memory_mask(memory_lengths.to(memory.device), memory.shape[1], memory.dtype).unsqueeze(-1)
+        return values, F.linear(values, self.memory_layer.weight)
+
+    @torch.jit.export
+    def step(self, query: Tensor, state: Tensor, values: Tensor, keys: Tensor,
+             memory_lengths: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+        """One attention step.
+
+        Args:
+            query: ``(batch, query_size)`` (the new output of the decoder LSTM).
+            state: ``(batch, T_in)`` previous (cumulative) alignments.
+            values: ``(batch, T_in, memory_size)`` from :meth:`process_memory`.
+            keys: ``(batch, T_in, units)`` from :meth:`process_memory`.
+            memory_lengths: ``(batch,)`` integer lengths in ``[1, T_in]`` or ``None``; masks the energies when
+                ``mask_encoder``.
+
+        Returns:
+            ``(context, alignments, next_state)``: ``(batch, memory_size)``, ``(batch, T_in)``, ``(batch, T_in)``.
+        """
+        block = "LocationSensitiveAttention"
+        check_float_tensor(query, "query", block, 2, self.query_size, "(batch, " + str(self.query_size) + ")")
+        check_float_tensor(values, "values", block, 3, self.memory_size, "(batch, T_in, " + str(self.memory_size) + ")")
+        batch, max_time = values.shape[0], values.shape[1]
+        check_float_tensor(keys, "keys", block, 3, self.units, "(batch, T_in, " + str(self.units) + ")")
+        check_float_tensor(state, "state", block, 2, max_time, "(batch, T_in=" + str(max_time) + ")")
+        if query.shape[0] != batch or state.shape[0] != batch or keys.shape[0] != batch or keys.shape[1] != max_time:
+            raise ValueError(block + ": arguments `query` (batch, " + str(self.query_size) + "), `state` (batch, T_in), "
+                             "`values` (batch, T_in, " + str(self.memory_size) + ") and `keys` (batch, T_in, "
+                             + str(self.units) + ") must agree on batch and T_in; got shapes " + str(list(query.shape))
+                             + ", " + str(list(state.shape)) + ", " + str(list(values.shape)) + ", "
+                             + str(list(keys.shape)) + ".")
+        processed_query = F.linear(query, self.query_layer.weight).unsqueeze(1)  # (batch, 1, units)
+        s = state.unsqueeze(1)
+        if self.pad_before > 0 or self.pad_after > 0:
+            s = F.pad(s, (self.pad_before, self.pad_after))
+        f = F.conv1d(s, self.location_convolution.weight, self.location_convolution.bias)  # (batch, filters, T_in)
+        processed_location = F.linear(f.transpose(1, 2), self.location_layer.weight)  # (batch, T_in, units)
+        energy = (self.attention_variable_projection
+                  * torch.tanh(keys + processed_query + processed_location + self.attention_bias)).sum(-1)
+        if memory_lengths is not None and self.mask_encoder:
+            check_memory_lengths(memory_lengths, "memory_lengths", block, batch, max_time)
+            valid = memory_mask(memory_lengths.to(energy.device), max_time, energy.dtype) > 0
+            energy = energy.masked_fill(~valid, float("-inf"))
+        alignments = normalize_energy(energy, self.smoothing)
+        next_state = alignments + state if self.cumulate_weights else alignments
+        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
+        return context, alignments, next_state
+
+    def forward(self, query: Tensor, state: Tensor, memory: Tensor,
+                memory_lengths: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`process_memory` then :meth:`step` (a decoder loop calls them separately, keys once).
+
+        Args:
+            query: ``(batch, query_size)``.
+            state: ``(batch, T_in)`` previous (cumulative) alignments.
+            memory: ``(batch, T_in, memory_size)``.
+            memory_lengths: ``(batch,)`` integer lengths in ``[1, T_in]``, or ``None`` (full length).
+
+        Returns:
+            ``(context, alignments, next_state)``: ``(batch, memory_size)``, ``(batch, T_in)``, ``(batch, T_in)``.
+        """
+        values, keys = self.process_memory(memory, memory_lengths)
+        return self.step(query, state, values, keys, memory_lengths)
+
+    @torch.jit.unused
+    def fused_location_weights(self) -> tuple[Tensor, Tensor]:
+        """The location convolution and ``location_features_layer`` folded into one convolution.
+
+        Both are linear with nothing between them, so ``conv(s, W_c) @ W_l + b_c @ W_l`` equals one
+        convolution with the kernel ``W_l W_c`` ``(units, 1, kernel_size)`` and the bias ``b_c @ W_l``
+        ``(units,)`` -- the same function up to float rounding (the decoder loop uses this form).
+        """
+        w_l = self.location_layer.weight  # (units, filters)
+        kernel = torch.mm(w_l, self.location_convolution.weight.squeeze(1)).unsqueeze(1)
+        return kernel, F.linear(self.location_convolution.bias, w_l)
+
+    def extra_repr(self) -> str:
+        return (f"{self.query_size}, {self.memory_size}, units={self.units}, filters={self.filters}, "
+                f"kernel_size={self.kernel_size}, mask_encoder={self.mask_encoder}, smoothing={self.smoothing}, "
+                f"cumulate_weights={self.cumulate_weights}, tf1_scope={self.tf1_scope!r}")
+
+    @torch.jit.unused
+    def _tf1_variables(self):
+        return {
+            "query_layer/kernel": TF1Variable(self.query_layer.weight, dense_to_tf1, dense_from_tf1),
+            "location_features_convolution/kernel": TF1Variable(self.location_convolution.weight, conv1d_to_tf1,
+                                                                conv1d_from_tf1),
+            "location_features_convolution/bias": TF1Variable(self.location_convolution.bias),
+            "location_features_layer/kernel": TF1Variable(self.location_layer.weight, dense_to_tf1, dense_from_tf1),
+            "attention_variable_projection": TF1Variable(self.attention_variable_projection),
+            "attention_bias": TF1Variable(self.attention_bias),
+            "memory_layer/kernel": TF1Variable(self.memory_layer.weight, dense_to_tf1, dense_from_tf1),
+        }

@@ -1,0 +1,377 @@
+"""Torch ``Tacotron2``: the whole TF1 Tacotron-2 feature predictor (RTVC synthesizer / Rayhane-mamah)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from speechblocks import Tacotron2HParams, check_tf1_shapes, infer_hparams, resolve_hparams
+
+from ._validation import check_float_tensor
+from .cbhg import CBHG
+from .encoder_convolutions import EncoderConvolutions
+from .encoder_rnn import EncoderRNN
+from .frame_projection import FrameProjection
+from .location_sensitive_attention import check_memory_lengths
+from .postnet import Postnet
+from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
+from .tf1_exchange import TF1Variable, TF1WeightsMixin
+
+__all__ = ["Tacotron2", "MODEL_SCOPE", "REGULARIZATION_EXCLUDES"]
+
+#: the scope every TF1 Tacotron-2 checkpoint holds the model's variables under
+MODEL_SCOPE = "Tacotron_model/inference"
+#: ``add_loss`` regularises the trainable variables whose full TF1 name contains none of these
+REGULARIZATION_EXCLUDES = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
+_EMA_SUFFIX = "/ExponentialMovingAverage"
+
+
+class Tacotron2(TF1WeightsMixin, nn.Module):
+    """Tacotron-2 as the TF1 RTVC synthesizer and Rayhane-mamah/Tacotron-2 build it, from their hparams.
+
+    ``inputs_embedding`` -> :class:`EncoderConvolutions` (``encoder_convolutions``) -> :class:`EncoderRNN`
+    (``encoder_LSTM``) -> memory (RTVC: the speaker embedding tiled over time and concatenated) ->
+    :class:`Tacotron2Decoder` (``decoder``: pre-net, decoder LSTMs, :class:`LocationSensitiveAttention`, frame and
+    stop projections, the TF1 ``dynamic_decode`` loop) -> :class:`Postnet` (``postnet_convolutions``) +
+    ``postnet_projection`` residual -> with ``predict_linear``, :class:`CBHG` (``CBHG_postnet``) ->
+    ``cbhg_linear_specs_projection``. Rayhane's ``clip_outputs`` clips decoder, mel and linear outputs to
+    ``[lo - lower_bound_decay, hi]``. ``train()``: batch-norm batch statistics, conv dropout, random zoneout,
+    stop logits; ``eval()``: moving statistics, no conv dropout, deterministic zoneout, stop probabilities,
+    ``max_iters`` caps teacher-forced (GTA) decoding too. The pre-net dropout is always on (use
+    ``tacotron_dropout_rate=0`` or injected ``noise_masks`` for deterministic runs).
+
+    TF1 exchange: :meth:`tf1_weights` / :meth:`load_tf1_weights` use the names of
+    :func:`speechblocks.tf1_variable_shapes` (relative to ``Tacotron_model/inference/``, TF1 layouts).
+
+    Args:
+        hparams: a preset name (``"rtvc"``, ``"rayhane"``), a mapping or an object with the original hparam
+            names, or a :class:`speechblocks.Tacotron2HParams`; ``None`` is the RTVC preset.
+        n_symbols: rows of ``inputs_embedding`` (default 66, or the given ``Tacotron2HParams``').
+        device: factory keyword.
+        dtype: factory keyword.
+        **overrides: hparams by original name (see :func:`speechblocks.resolve_hparams`).
+
+    Example:
+        >>> model = Tacotron2("rtvc", max_iters=3).eval()
+        >>> out = model(torch.randint(0, 66, (1, 12)), torch.tensor([12]), torch.randn(1, 256))
+        >>> sorted(out), out["mel_outputs"].shape[2]
+        (['alignments', 'decoder_outputs', 'mel_outputs', 'stop_token_prediction'], 80)
+    """
+
+    __jit_ignored_attributes__ = ["hparams"]
+
+    def __init__(self, hparams=None, n_symbols: Optional[int] = None, *, device=None, dtype=None, **overrides):
+        super().__init__()
+        if n_symbols is None and isinstance(hparams, Tacotron2HParams):
+            n_symbols = hparams.n_symbols
+        hp = resolve_hparams(hparams, n_symbols, **overrides)
+        self.hparams = hp
+        self.tf1_scope = MODEL_SCOPE
+        factory = {"device": device, "dtype": dtype}
+        self.n_symbols = hp.n_symbols
+        self.num_mels = hp.num_mels
+        self.outputs_per_step = hp.outputs_per_step
+        self.speaker_embedding_size = hp.speaker_embedding_size
+        self.max_iters = hp.max_iters
+        self.clip_outputs = hp.clip_outputs
+        lo, hi = hp.output_range
+        self.clip_low = float(lo - hp.lower_bound_decay)
+        self.clip_high = float(hi)
+        drop, bn = hp.tacotron_dropout_rate, hp.batch_norm_position
+        self.embedding = nn.Embedding(hp.n_symbols, hp.embedding_dim, **factory)
+        nn.init.xavier_uniform_(self.embedding.weight)  # TF1 get_variable's default (glorot uniform)
+        self.encoder_convolutions = EncoderConvolutions(
+            hp.embedding_dim, hp.enc_conv_kernel_size, hp.enc_conv_channels, hp.enc_conv_num_layers, drop, "relu",
+            tf1_scope="encoder_convolutions", bn_position=bn, **factory)
+        self.encoder_lstm = EncoderRNN(hp.enc_conv_channels, hp.encoder_lstm_units, hp.tacotron_zoneout_rate,
+                                       tf1_scope="encoder_LSTM", **factory)
+        self.decoder = Tacotron2Decoder.from_hparams(hp, hp.memory_size, **factory)
+        self.postnet = Postnet(hp.num_mels, hp.postnet_kernel_size, hp.postnet_channels, hp.postnet_num_layers, drop,
+                               "tanh", tf1_scope="postnet_convolutions", bn_position=bn, **factory)
+        self.postnet_projection = FrameProjection(hp.postnet_channels, hp.num_mels, tf1_scope="postnet_projection",
+                                                  **factory)
+        self.post_cbhg = None
+        self.linear_projection = None
+        if hp.predict_linear:
+            self.post_cbhg = CBHG(hp.num_mels, hp.cbhg_kernels, hp.cbhg_conv_channels, hp.cbhg_pool_size,
+                                  [hp.cbhg_projection, hp.num_mels], hp.cbhg_projection_kernel_size,
+                                  hp.cbhg_highwaynet_layers, hp.cbhg_highway_units, hp.cbhg_rnn_units,
+                                  tf1_scope="CBHG_postnet", bn_position=bn, **factory)
+            self.linear_projection = FrameProjection(2 * hp.cbhg_rnn_units, hp.num_freq,
+                                                     tf1_scope="cbhg_linear_specs_projection", **factory)
+
+    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None, speaker_embeddings: Optional[Tensor] = None,
+                mel_targets: Optional[Tensor] = None, max_iters: Optional[int] = None,
+                noise_masks: Optional[dict[str, list[Tensor]]] = None) -> dict[str, Tensor]:
+        """
+        Args:
+            inputs: ``(batch, T_in)`` integer symbol ids in ``[0, n_symbols)``.
+            input_lengths: ``(batch,)`` integer lengths in ``[1, T_in]``; ``None`` means every row is full length.
+            speaker_embeddings: ``(batch, speaker_embedding_size)``; required by (and only accepted by) a model
+                with a speaker embedding (RTVC).
+            mel_targets: ``(batch, T_out, num_mels)``, ``T_out >= outputs_per_step``: teacher forcing (training,
+                or GTA in ``eval()``); ``None``: free running (``eval()`` only).
+            max_iters: step cap ``>= 1`` (default ``hparams.max_iters``); free running and GTA only.
+            noise_masks: optional dict of 0/1 keep-masks replacing the random ones (every key optional):
+                ``"prenet"`` one ``(batch, steps, prenet_layers[i])`` per layer; ``"encoder_convolutions"`` one
+                ``(batch, T_in, enc_conv_channels)`` per layer; ``"encoder_LSTM"`` ``((fw_c, fw_h), (bw_c, bw_h))``
+                each ``(batch, T_in, encoder_lstm_units)``; ``"decoder_LSTM"`` one ``(c_keep, h_keep)`` per layer,
+                each ``(batch, steps, decoder_lstm_units)``; ``"postnet_convolutions"`` one ``(batch, steps * r,
+                postnet_channels)`` per layer (longer masks are cut). Applied as TF1 keep-prob dropout
+                ``x / (1 - rate) * mask`` and zoneout ``prev + mask * (new - prev)``, whenever given. A scripted
+                model takes the flat form (``"encoder_LSTM": [fw_c, fw_h, bw_c, bw_h]``, ``"decoder_LSTM":
+                [c_0, h_0, c_1, h_1, ...]``).
+
+        Returns:
+            dict: ``decoder_outputs`` ``(batch, steps * r, num_mels)``, ``mel_outputs`` (same shape),
+            ``stop_token_prediction`` ``(batch, steps * r)`` (logits in ``train()``, probabilities in ``eval()``),
+            ``alignments`` ``(batch, T_in, steps)``, and with ``predict_linear`` ``linear_outputs``
+            ``(batch, steps * r, num_freq)``.
+        """
+        block = "Tacotron2"
+        if not torch.jit.is_scripting():
+            noise_masks = flatten_noise_masks(noise_masks, block)
+        if inputs.is_floating_point() or inputs.dtype == torch.bool or inputs.dim() != 2 or inputs.shape[1] < 1:
+            raise ValueError(block + ": argument `inputs` must be an integer tensor of symbol ids of shape (batch, "
+                             "T_in >= 1); got dtype " + str(inputs.dtype) + " and shape " + str(list(inputs.shape))
+                             + ".")
+        batch, max_time = inputs.shape[0], inputs.shape[1]
+        if inputs.numel() > 0:
+            lo, hi = int(inputs.min()), int(inputs.max())
+            if lo < 0 or hi >= self.n_symbols:
+                raise ValueError(block + ": argument `inputs` (batch, T_in) must hold symbol ids in [0, n_symbols="
+                                 + str(self.n_symbols) + "); got ids in [" + str(lo) + ", " + str(hi) + "].")
+        if input_lengths is None:
+            input_lengths = torch.full((batch,), max_time, dtype=torch.long, device=inputs.device)
+        else:
+            check_memory_lengths(input_lengths, "input_lengths", block, batch, max_time)
+        e = self.speaker_embedding_size
+        if e > 0:
+            if speaker_embeddings is None:
+                raise ValueError(block + ": argument `speaker_embeddings` of shape (batch, " + str(e) + ") is required: "
+                                 "this model has a speaker embedding (speaker_embedding_size=" + str(e) + ").")
+            check_float_tensor(speaker_embeddings, "speaker_embeddings", block, 2, e, "(batch, " + str(e) + ")")
+            if speaker_embeddings.shape[0] != batch:
+                raise ValueError(block + ": argument `speaker_embeddings` must have shape (batch=" + str(batch) + ", "
+                                 + str(e) + "); got shape " + str(list(speaker_embeddings.shape)) + ".")
+        elif speaker_embeddings is not None:
+            raise ValueError(block + ": argument `speaker_embeddings` must be None: this model has no speaker "
+                             "embedding (hparam speaker_embedding_size is unset); got shape "
+                             + str(list(speaker_embeddings.shape)) + ".")
+        m = self.num_mels
+        if mel_targets is not None:
+            check_float_tensor(mel_targets, "mel_targets", block, 3, m, "(batch, T_out, " + str(m) + ")")
+        elif self.training:
+            raise ValueError(block + ": argument `mel_targets` (batch, T_out, " + str(m) + ") is required in train(): "
+                             "the original trains teacher-forced only; call eval() to synthesize.")
+        if max_iters is not None and max_iters < 1:
+            raise ValueError(block + ": argument `max_iters` must be an integer >= 1; got " + str(max_iters) + ".")
+
+        conv_masks: Optional[list[Tensor]] = None
+        lstm_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None
+        post_masks: Optional[list[Tensor]] = None
+        if noise_masks is not None:
+            if "encoder_convolutions" in noise_masks:
+                conv_masks = noise_masks["encoder_convolutions"]
+            if "encoder_LSTM" in noise_masks:
+                z = noise_masks["encoder_LSTM"]
+                if len(z) != 4:
+                    raise ValueError(block + ": argument `noise_masks['encoder_LSTM']` must be ((fw_c, fw_h), (bw_c, "
+                                     "bw_h)), each (batch, T_in, encoder_lstm_units); got " + str(len(z)) + " masks.")
+                lstm_masks = ((z[0], z[1]), (z[2], z[3]))
+            if "postnet_convolutions" in noise_masks:
+                post_masks = noise_masks["postnet_convolutions"]
+
+        x = self.embedding(inputs)
+        x = self.encoder_convolutions(x, conv_masks)
+        if torch.jit.is_scripting():
+            memory = self.encoder_lstm(x, input_lengths, lstm_masks)
+        else:
+            memory = self._encoder_lstm_eager(x, input_lengths, lstm_masks)
+        if speaker_embeddings is not None:
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(batch, max_time, e)
+            memory = torch.cat([memory, tiled], 2)
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets, max_iters, noise_masks)
+        n_frames = frames.shape[1] * self.outputs_per_step
+        decoder_outputs = frames.reshape(batch, n_frames, m)
+        if self.clip_outputs:
+            decoder_outputs = torch.clamp(decoder_outputs, self.clip_low, self.clip_high)
+        if post_masks is not None:
+            cut: list[Tensor] = []
+            for i, pm in enumerate(post_masks):
+                if pm.dim() != 3 or pm.shape[1] < n_frames:
+                    raise ValueError(block + ": argument `noise_masks['postnet_convolutions'][" + str(i) + "]` must "
+                                     "have shape (batch, >= steps * r = " + str(n_frames) + ", postnet_channels); got "
+                                     + str(list(pm.shape)) + ".")
+                cut.append(pm[:, :n_frames])
+            post_masks = cut
+        residual = self.postnet(decoder_outputs, post_masks)
+        mel_outputs = decoder_outputs + self.postnet_projection(residual)
+        if self.clip_outputs:
+            mel_outputs = torch.clamp(mel_outputs, self.clip_low, self.clip_high)
+        out = {"decoder_outputs": decoder_outputs, "mel_outputs": mel_outputs,
+               "stop_token_prediction": stop.reshape(batch, n_frames), "alignments": alignments}
+        if self.post_cbhg is not None and self.linear_projection is not None:
+            linear = self.linear_projection(self.post_cbhg(mel_outputs, None))
+            if self.clip_outputs:
+                linear = torch.clamp(linear, self.clip_low, self.clip_high)
+            out["linear_outputs"] = linear
+        return out
+
+    @torch.jit.unused
+    def _encoder_lstm_eager(self, x: Tensor, input_lengths: Optional[Tensor],
+                            masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]) -> Tensor:
+        """The encoder LSTM; under autocast its recurrence runs in the parameters' dtype (as autocast keeps
+        recurrent state in full precision), its output then follows autocast again."""
+        if torch.is_autocast_enabled(x.device.type):
+            with torch.autocast(x.device.type, enabled=False):
+                return self.encoder_lstm(x.to(self.encoder_lstm.fw_cell.weight.dtype), input_lengths, masks)
+        return self.encoder_lstm(x, input_lengths, masks)
+
+    # -- TF1 exchange ---------------------------------------------------------------------------------------
+
+    @torch.jit.unused
+    def _tf1_variables(self) -> dict[str, TF1Variable]:
+        out: dict[str, TF1Variable] = {"inputs_embedding": TF1Variable(self.embedding.weight)}
+
+        def add(prefix: str, module) -> None:
+            for name, var in module._tf1_variables().items():
+                out[f"{prefix}/{name}"] = var
+
+        add("encoder_convolutions", self.encoder_convolutions)
+        add("encoder_LSTM", self.encoder_lstm)
+        for name, var in self.decoder._tf1_variables().items():  # "../memory_layer/kernel" is at the model scope
+            out[name[3:] if name.startswith("../") else f"{self.decoder.tf1_scope}/{name}"] = var
+        add("postnet_convolutions", self.postnet)
+        add("postnet_projection", self.postnet_projection)
+        if self.post_cbhg is not None:
+            add("CBHG_postnet", self.post_cbhg)
+            add("cbhg_linear_specs_projection", self.linear_projection)
+        return out
+
+    @torch.jit.unused
+    def tf1_trainable_variables(self) -> dict[str, TF1Variable]:
+        """The TF1 trainable variables (every variable but the batch-norm moving statistics), by relative name."""
+        return {k: v for k, v in self._tf1_variables().items()
+                if isinstance(v.tensor, nn.Parameter) and v.tensor.requires_grad}
+
+    @torch.jit.unused
+    def regularized_parameters(self) -> dict[str, Tensor]:
+        """The parameters ``add_loss`` regularises: trainable variables whose full TF1 name
+        (``Tacotron_model/inference/<name>``) contains none of :data:`REGULARIZATION_EXCLUDES`."""
+        return {k: v.tensor for k, v in self.tf1_trainable_variables().items()
+                if not any(word in f"{MODEL_SCOPE}/{k}" for word in REGULARIZATION_EXCLUDES)}
+
+    @classmethod
+    def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *, device=None,
+                            dtype=None, **overrides) -> Tacotron2:
+        """Builds the model from a TF1 Tacotron-2 checkpoint (needs TensorFlow: the ``tf`` extra).
+
+        The variables under ``Tacotron_model/inference/`` give every size (:func:`speechblocks.infer_hparams`);
+        the rest (rates, stop rule, ``max_iters``, masking, clipping, loss settings) comes from ``hparams``, or,
+        when ``hparams`` is None, from the preset ``"rtvc"`` if the checkpoint has a speaker embedding, else
+        ``"rayhane"``. ``overrides`` apply last.
+
+        Args:
+            path: checkpoint prefix (``model.ckpt-1000``) or a directory with a ``checkpoint`` file.
+            hparams: as for :class:`Tacotron2`; its sizes must agree with the checkpoint.
+            use_ema: load the ``<name>/ExponentialMovingAverage`` shadows instead of the raw weights.
+            device: factory keyword of the model.
+            dtype: factory keyword of the model.
+            **overrides: hparams by original name.
+
+        Returns:
+            the model in ``eval()`` mode with every TF1 variable loaded.
+
+        Raises:
+            ValueError: no model variable in the checkpoint; ``use_ema`` without shadows; given hparams (or
+                overrides) that contradict the checkpoint's shapes (one message listing every mismatch).
+        """
+        # lazily: reading a TF1 checkpoint needs TensorFlow, and `import torch_layers` must never import it
+        from tf_layers.checkpoint import read_tf1_checkpoint
+
+        everything = read_tf1_checkpoint(path)
+        prefix = MODEL_SCOPE + "/"
+        weights = {k[len(prefix):]: v for k, v in everything.items()
+                   if k.startswith(prefix) and not k.endswith(_EMA_SUFFIX)}
+        if not weights:
+            raise ValueError(f"Tacotron2.from_tf1_checkpoint: checkpoint {os.fspath(path)!r} holds no variable under "
+                             f"{MODEL_SCOPE!r}.")
+        if use_ema:
+            shadows = {}
+            for k, v in everything.items():
+                if k.endswith(_EMA_SUFFIX) and prefix in k:
+                    base = k[: -len(_EMA_SUFFIX)]
+                    shadows[base[base.rindex(prefix) + len(prefix):]] = v  # also under a doubled scope
+            shadows = {k: v for k, v in shadows.items() if k in weights}
+            if not shadows:
+                raise ValueError(f"Tacotron2.from_tf1_checkpoint: use_ema=True but checkpoint {os.fspath(path)!r} holds "
+                                 "no '<variable>/ExponentialMovingAverage' shadow of the model's variables.")
+            weights.update(shadows)
+        shapes = {k: tuple(np.shape(v)) for k, v in weights.items()}
+        inferred = infer_hparams(shapes)
+        n_symbols = inferred.pop("n_symbols")
+        if hparams is None:
+            preset = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
+            hp = resolve_hparams(preset, n_symbols, **{**inferred, **overrides})
+        else:
+            hp = resolve_hparams(hparams, n_symbols, **overrides)
+        problems = check_tf1_shapes(shapes, hp)
+        if problems:
+            raise ValueError(f"Tacotron2.from_tf1_checkpoint: the hparams contradict checkpoint {os.fspath(path)!r} "
+                             f"({len(problems)} mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
+        model = cls(hp, device=device, dtype=dtype)
+        model.load_tf1_weights(weights)
+        return model.eval()
+
+    @torch.jit.unused
+    def tf1_loss_and_gradients(self, inputs: Tensor, input_lengths: Optional[Tensor], mel_targets: Tensor,
+                               stop_token_targets: Tensor, targets_lengths: Optional[Tensor],
+                               speaker_embeddings: Optional[Tensor] = None, linear_targets: Optional[Tensor] = None,
+                               noise_masks=None) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """One training-mode pass, as a TF1 graph's ``add_loss`` and ``tf.gradients`` would compute it.
+
+        Runs the model in ``train()`` (teacher-forced), :func:`~torch_layers.tacotron2_loss`, and autograd.
+        The module's mode, its batch-norm moving statistics and the parameters' ``.grad`` are left as they were.
+
+        Args:
+            inputs, input_lengths, speaker_embeddings, noise_masks: as :meth:`forward`.
+            mel_targets: ``(batch, T_out, num_mels)``, ``T_out`` a multiple of ``outputs_per_step``.
+            stop_token_targets: ``(batch, T_out)``.
+            targets_lengths: ``(batch,)`` integer lengths (needed when ``mask_decoder``).
+            linear_targets: ``(batch, T_out, num_freq)`` (Rayhane with ``predict_linear``).
+
+        Returns:
+            ``(losses, gradients)``: ``{before_loss, after_loss, stop_token_loss, linear_loss,
+            regularization_loss, loss}`` as Python floats, and ``{TF1 name relative to Tacotron_model/inference/:
+            gradient of loss (numpy, TF1 layout)}`` for every trainable variable.
+        """
+        from .tacotron2_loss import tacotron2_loss
+
+        variables = self.tf1_trainable_variables()
+        saved = {name: b.detach().clone() for name, b in self.named_buffers()}
+        was_training = self.training
+        self.train()
+        try:
+            with torch.enable_grad():
+                outputs = self(inputs, input_lengths, speaker_embeddings, mel_targets, None, noise_masks)
+                losses = tacotron2_loss(self, outputs, mel_targets, stop_token_targets, targets_lengths, linear_targets)
+                grads = torch.autograd.grad(losses["loss"], [v.tensor for v in variables.values()], allow_unused=True)
+        finally:
+            self.train(was_training)
+            with torch.no_grad():
+                for name, b in self.named_buffers():
+                    b.copy_(saved[name])
+        gradients = {}
+        for (name, var), g in zip(variables.items(), grads):
+            value = np.zeros(tuple(var.tensor.shape), np.float32) if g is None else g.detach().cpu().numpy()
+            gradients[name] = var.to_tf1(value) if var.to_tf1 is not None else value
+        return {k: float(v.detach()) for k, v in losses.items()}, gradients
+
+    def extra_repr(self) -> str:
+        hp = self.hparams
+        return (f"variant={hp.variant!r}, n_symbols={hp.n_symbols}, num_mels={hp.num_mels}, "
+                f"outputs_per_step={hp.outputs_per_step}, predict_linear={hp.predict_linear}")

@@ -1,0 +1,528 @@
+"""Torch ``Tacotron2Decoder``: Tacotron-2's attention decoder and its TF1 ``dynamic_decode`` loop.
+
+The per-step maths and the loop are one TorchScript function (:func:`decoder_loop`): it takes the weights
+as tensors, so an eager call runs the whole loop in the TorchScript interpreter, and ``torch.jit.script``
+of the module (or of :class:`~torch_layers.Tacotron2`) compiles it as is. Per utterance, before the loop:
+the attention keys, the fused location features (convolution and ``location_features_layer`` folded into
+one convolution, the biases into the keys) and, when teacher-forced, the pre-net and the input half of the
+first LSTM layer for every step at once. Per step: one matmul per LSTM layer over ``[input, h]``, one
+attention (query matmul, one convolution, tanh, energies, softmax, context), one matmul for the frame and
+stop projections together (their weights concatenated).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import activations
+from ._validation import check_float_tensor, check_positive_int, hparam
+from .decoder_rnn import DecoderRNN
+from .frame_projection import FrameProjection
+from .location_sensitive_attention import (
+    LocationSensitiveAttention,
+    check_memory_lengths,
+    memory_mask,
+    normalize_energy,
+)
+from .prenet import Prenet
+from .stop_projection import StopProjection
+from .tf1_exchange import TF1WeightsMixin
+from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates
+
+__all__ = ["Tacotron2Decoder", "decoder_loop", "flatten_noise_masks", "NOISE_MASK_KEYS"]
+
+#: the keys of ``noise_masks`` (the injected dropout / zoneout keep-masks of a Tacotron-2 model)
+NOISE_MASK_KEYS = ("prenet", "encoder_convolutions", "encoder_LSTM", "decoder_LSTM", "postnet_convolutions")
+
+
+def _as_mask(x, name: str, block: str) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray) or isinstance(x, (float, int)):
+        return torch.as_tensor(np.asarray(x, dtype=np.float32))
+    raise ValueError(f"{block}: argument `noise_masks[{name!r}]` must hold 0/1 keep-mask tensors (or numpy arrays); "
+                     f"got {type(x).__name__}.")
+
+
+@torch.jit.unused
+def flatten_noise_masks(noise_masks: Optional[dict[str, list[Tensor]]], block: str
+                        ) -> Optional[dict[str, list[Tensor]]]:
+    """The spec's nested ``noise_masks`` as the flat ``Dict[str, List[Tensor]]`` the TorchScript code takes.
+
+    ``"encoder_LSTM": ((fw_c, fw_h), (bw_c, bw_h))`` becomes ``[fw_c, fw_h, bw_c, bw_h]``; ``"decoder_LSTM"``
+    (one ``(c_keep, h_keep)`` pair per layer) becomes ``[c_0, h_0, c_1, h_1, ...]``; the other entries are
+    lists of one mask per layer. Already-flat entries pass unchanged, ``None`` entries are dropped, numpy
+    arrays become tensors. Eager only (a scripted module takes the flat form directly).
+
+    Raises:
+        ValueError: an unknown key, or an entry that is not a (nested) sequence of masks.
+    """
+    if noise_masks is None:
+        return None
+    if not isinstance(noise_masks, Mapping):
+        raise ValueError(f"{block}: argument `noise_masks` must be a dict with keys among {list(NOISE_MASK_KEYS)}; "
+                         f"got {type(noise_masks).__name__}.")
+    unknown = sorted(str(k) for k in noise_masks if k not in NOISE_MASK_KEYS)
+    if unknown:
+        raise ValueError(f"{block}: argument `noise_masks` has unknown key(s) {unknown}; expected keys among "
+                         f"{list(NOISE_MASK_KEYS)}.")
+    out: dict[str, list[Tensor]] = {}
+    for key, value in noise_masks.items():
+        if value is None:
+            continue
+        if isinstance(value, (Tensor, np.ndarray)) or not isinstance(value, Sequence):
+            raise ValueError(f"{block}: argument `noise_masks[{key!r}]` must be a list of keep-masks (one per layer"
+                             f"{', pairs (c, h)' if key.endswith('LSTM') else ''}); got {type(value).__name__}.")
+        flat: list[Tensor] = []
+        for item in value:
+            if isinstance(item, Sequence) and not isinstance(item, (Tensor, np.ndarray)):
+                flat.extend(_as_mask(x, key, block) for x in item)
+            else:
+                flat.append(_as_mask(item, key, block))
+        out[key] = flat
+    return out
+
+
+def _mask_error(block: str, key: str, doc: str, got: str) -> str:
+    return block + ": argument `noise_masks['" + key + "']` must be " + doc + "; got " + got + "."
+
+
+def _zoneout(new: Tensor, prev: Tensor, factor: float, keep: Optional[Tensor]) -> Tensor:
+    """Zoneout with the tensor first in every product (TorchScript then needs no scalar-to-tensor copies):
+    training ``prev + keep * (new - prev)``, inference ``new * (1 - z) + prev * z`` (= TF1's ``(1 - z) * new +
+    z * prev`` bit for bit: products commute)."""
+    if keep is not None:
+        return prev + keep * (new - prev)
+    if factor == 0.0:
+        return new
+    return new * (1.0 - factor) + prev * factor
+
+
+@torch.jit.script
+def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor], go_frame: Tensor,
+                 prenet_weights: list[Tensor], prenet_biases: list[Tensor], prenet_activation: str,
+                 prenet_rate: float, prenet_keep: Optional[list[Tensor]],
+                 lstm_weights: list[Tensor], lstm_biases: list[Tensor], zoneout_factor: float,
+                 keep_c: Optional[Tensor], keep_h: Optional[Tensor],
+                 values: Tensor, keys: Tensor, score_bias: Optional[Tensor], query_weight: Tensor,
+                 location_weight: Tensor, pad_before: int, pad_after: int, v_a: Tensor, smoothing: bool,
+                 cumulate: bool, projection_weight: Tensor, projection_bias: Tensor, frame_size: int,
+                 stop_logits: bool, stop_at_any: bool) -> tuple[Tensor, Tensor, Tensor, bool]:
+    """TF1 ``dynamic_decode`` over ``TacotronDecoderCell`` (TorchScript; ``impute_finished=False``).
+
+    Args:
+        n_steps: teacher-forced: the number of steps; free running: ``max_iters``.
+        mask_steps: steps the injected masks cover (a larger number when none are injected): the loop runs at
+            most ``min(n_steps, mask_steps)`` steps.
+        teacher_gates: ``(steps, batch, 4u)`` the first LSTM layer's pre-activations from the pre-net of
+            every teacher input (bias and forget bias included), or ``None`` (free running).
+        go_frame: ``(batch, num_mels)`` zeros, the first input of free running.
+        prenet_weights, prenet_biases: per pre-net layer ``(in, out)`` and ``(out,)`` (free running).
+        prenet_activation, prenet_rate: the pre-net's activation and dropout rate (dropout always on).
+        prenet_keep: per pre-net layer ``(mask_steps, batch, size)`` keep-masks, or ``None`` (random).
+        lstm_weights: per LSTM layer ``(4u, in + u)`` over ``[input, h]`` (torch gate order i, f, g, o);
+            layer 1's input is ``[prenet output, previous context]``.
+        lstm_biases: per layer ``(4u,)``, forget bias included.
+        zoneout_factor: the zoneout of cell and hidden states (inference mix).
+        keep_c, keep_h: ``(>= steps, layers, batch, u)`` training keep-masks, or ``None`` (inference mix).
+        values: ``(batch, T_in, memory_size)`` masked memory.
+        keys: ``(batch, units, T_in)`` keys + attention bias + the fused location bias.
+        score_bias: ``(batch, T_in)`` 0 / -inf past the memory lengths, or ``None``.
+        query_weight: ``(u, units)``.
+        location_weight: ``(units, 1, kernel)`` the fused location kernel.
+        pad_before, pad_after: TF ``'same'`` padding of the location convolution.
+        v_a: ``(units,)``.
+        smoothing, cumulate: the attention's normalisation and state rule.
+        projection_weight: ``(r * num_mels + r, u + memory_size)`` frame and stop projections stacked.
+        projection_bias: ``(r * num_mels + r,)``.
+        frame_size: ``r * num_mels``.
+        stop_logits: return stop logits (training) instead of probabilities.
+        stop_at_any: the free-running stop rule.
+
+    Returns:
+        ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, T_in, steps),
+        finished)``: ``finished`` tells whether the free-running stop rule fired.
+    """
+    batch = values.shape[0]
+    n_layers = len(lstm_weights)
+    units = lstm_weights[0].shape[0] // 4
+    num_mels = go_frame.shape[1]
+    state_dtype = lstm_biases[0].dtype
+    device = values.device
+    cs: list[Tensor] = []
+    hs: list[Tensor] = []
+    for _ in range(n_layers):
+        cs.append(torch.zeros(batch, units, dtype=state_dtype, device=device))
+        hs.append(torch.zeros(batch, units, dtype=state_dtype, device=device))
+    context = torch.zeros(batch, values.shape[2], dtype=state_dtype, device=device)
+    state = torch.zeros(batch, values.shape[1], dtype=state_dtype, device=device)
+    w_first_rest = lstm_weights[0][:, lstm_weights[0].shape[1] - values.shape[2] - units:].t()  # [context, h] part
+    symmetric = pad_before == pad_after
+    scale = 1.0 / (1.0 - prenet_rate)
+    frame_in = go_frame
+    frames_out: list[Tensor] = []
+    stops_out: list[Tensor] = []
+    aligns_out: list[Tensor] = []
+    finished = False
+    for t in range(min(n_steps, mask_steps)):
+        if teacher_gates is not None:
+            gates = torch.addmm(teacher_gates[t], torch.cat([context, hs[0]], 1), w_first_rest)
+        else:
+            x = frame_in
+            for i in range(len(prenet_weights)):
+                x = activations.apply(prenet_activation, torch.addmm(prenet_biases[i], x, prenet_weights[i]))
+                if prenet_keep is not None:
+                    x = x * scale * prenet_keep[i][t]
+                elif prenet_rate > 0.0:
+                    keep = (torch.rand(x.shape, dtype=torch.float32, device=device) >= prenet_rate).to(x.dtype)
+                    x = x * scale * keep
+            gates = F.linear(torch.cat([x, context, hs[0]], 1), lstm_weights[0], lstm_biases[0])
+        kc: Optional[Tensor] = None
+        kh: Optional[Tensor] = None
+        if keep_c is not None:
+            kc = keep_c[t]
+        if keep_h is not None:
+            kh = keep_h[t]
+        x = hs[0]
+        for k in range(n_layers):
+            if k > 0:
+                gates = F.linear(torch.cat([x, hs[k]], 1), lstm_weights[k], lstm_biases[k])
+            c_new, h_new = lstm_from_gates(gates, cs[k])
+            mc: Optional[Tensor] = None
+            mh: Optional[Tensor] = None
+            if kc is not None:
+                mc = kc[k]
+            if kh is not None:
+                mh = kh[k]
+            cs[k] = _zoneout(c_new, cs[k], zoneout_factor, mc)
+            hs[k] = _zoneout(h_new, hs[k], zoneout_factor, mh)
+            x = h_new
+        # location-sensitive attention, the new LSTM output as query, keys in (batch, units, T_in)
+        s = state.unsqueeze(1)
+        if symmetric:
+            location = F.conv1d(s, location_weight, None, 1, pad_before)
+        else:
+            location = F.conv1d(F.pad(s, [pad_before, pad_after]), location_weight)
+        energy = torch.matmul(v_a, torch.tanh(keys + torch.mm(x, query_weight).unsqueeze(2) + location))
+        if score_bias is not None:
+            energy = energy + score_bias
+        alignments = normalize_energy(energy, smoothing)
+        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
+        state = alignments + state if cumulate else alignments
+        projected = F.linear(torch.cat([x, context], 1), projection_weight, projection_bias)
+        frames = projected[:, :frame_size]
+        logits = projected[:, frame_size:]
+        frames_out.append(frames)
+        aligns_out.append(alignments)
+        probs = logits
+        if not stop_logits or teacher_gates is None:
+            probs = torch.sigmoid(logits)
+        stops_out.append(logits if stop_logits else probs)
+        if teacher_gates is None:
+            frame_in = frames[:, frame_size - num_mels:]
+            # TacoTestHelper: a frame is done when round(p) == 1 (tf.round: half to even, 0.5 -> 0) for every
+            # batch entry; stop_at_any: any of the r frames done, else all of them
+            done = (torch.round(probs) == 1.0).all(0)
+            finished = bool(done.any()) if stop_at_any else bool(done.all())
+            if finished:
+                break
+    return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished
+
+
+class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
+    """Tacotron-2 decoder: pre-net, decoder LSTMs, location-sensitive attention, frame and stop projections.
+
+    One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)`` (dropout **always on**);
+    ``lstm_out = DecoderRNN([x, previous context])``; ``(context, alignments) = attention(lstm_out)``;
+    ``frames = FrameProjection([lstm_out, context])`` (``r * num_mels``), ``stop = StopProjection(...)`` (``r``;
+    logits in ``train()``, sigmoid probabilities in ``eval()``). Context, attention state and LSTM states
+    start at zeros; the first input frame is zeros.
+
+    The loop is TF1's ``dynamic_decode`` with the original helpers:
+
+    * teacher-forced (``mel_targets`` given): ``floor(T_out / r)`` steps, the input of step ``t >= 1`` is
+      ``mel_targets[:, r*t - 1]``; in ``eval()`` (GTA) ``max_iters`` caps the steps too, in ``train()`` it does not;
+    * free running (``eval()`` only: the original trains teacher-forced): the input of step ``t >= 1`` is the last
+      of the ``r`` frames of step ``t - 1``; after each step the decoder stops when, for some (``stop_at_any``)
+      or all of the ``r`` frames, every batch entry's stop probability rounds to 1 (``round`` half to even:
+      exactly 0.5 does not stop), or after ``max_iters`` steps. The stopping step is kept; at least one step
+      runs; all batch entries run the same steps.
+
+    TF1 variables relative to ``tf1_scope`` (``"decoder"``): ``decoder_prenet/dense_{i}/...``,
+    ``Location_Sensitive_Attention/...``, ``decoder_LSTM/multi_rnn_cell/...``,
+    ``linear_transform_projection/projection_linear_transform_projection/...``,
+    ``stop_token_projection/projection_stop_token_projection/...``, and the attention's memory layer as
+    ``../memory_layer/kernel`` (a TF1 model holds it one level up, at ``Tacotron_model/inference/memory_layer``).
+
+    Args:
+        memory_size: memory features (encoder outputs, + speaker embedding for RTVC).
+        num_mels: mel channels.
+        outputs_per_step: ``r``, frames per decoder step.
+        prenet_layers: pre-net sizes.
+        drop_rate: pre-net dropout rate (always on).
+        decoder_layers: LSTM layers.
+        decoder_lstm_units: LSTM units.
+        zoneout: zoneout factor of the LSTMs.
+        attention_dim, attention_filters, attention_kernel, mask_encoder, smoothing, cumulative_weights:
+            :class:`LocationSensitiveAttention`'s ``units``, ``filters``, ``kernel_size``, ``mask_encoder``,
+            ``smoothing``, ``cumulate_weights``.
+        max_iters: default cap of the steps (free running, and teacher-forced in ``eval()``).
+        stop_at_any: the stop rule (see above).
+        tf1_scope: TF1 scope; ``None`` -> ``"decoder"``.
+        device: factory keyword.
+        dtype: factory keyword.
+
+    Example:
+        >>> dec = Tacotron2Decoder(16, num_mels=6, outputs_per_step=2, prenet_layers=(8, 8), attention_dim=8,
+        ...                        decoder_layers=1, decoder_lstm_units=16, max_iters=5).eval()
+        >>> frames, stop, align = dec(torch.randn(2, 7, 16), torch.tensor([7, 3]))
+        >>> frames.shape[0], frames.shape[2], stop.shape[2], align.shape[1]
+        (2, 12, 2, 7)
+    """
+
+    default_tf1_scope = "decoder"
+
+    def __init__(self, memory_size: int, num_mels: int = 80, outputs_per_step: int = 1,
+                 prenet_layers: Sequence[int] = (256, 256), drop_rate: float = 0.5, decoder_layers: int = 2,
+                 decoder_lstm_units: int = 1024, zoneout: float = 0.1, attention_dim: int = 128,
+                 attention_filters: int = 32, attention_kernel: int = 31, mask_encoder: bool = True,
+                 smoothing: bool = False, cumulative_weights: bool = True, max_iters: int = 2000,
+                 stop_at_any: bool = True, tf1_scope: Optional[str] = None, device=None, dtype=None):
+        super().__init__()
+        block = "Tacotron2Decoder"
+        self.memory_size = check_positive_int(memory_size, "memory_size", block)
+        self.num_mels = check_positive_int(num_mels, "num_mels", block)
+        self.outputs_per_step = check_positive_int(outputs_per_step, "outputs_per_step", block)
+        self.max_iters = check_positive_int(max_iters, "max_iters", block)
+        self.stop_at_any = bool(stop_at_any)
+        self.zoneout = check_zoneout(zoneout, "zoneout", block)
+        self.tf1_scope = tf1_scope or self.default_tf1_scope
+        factory = {"device": device, "dtype": dtype}
+        self.prenet = Prenet(num_mels, prenet_layers, drop_rate, "relu", tf1_scope="decoder_prenet", **factory)
+        self.attention = LocationSensitiveAttention(decoder_lstm_units, memory_size, attention_dim, attention_filters,
+                                                    attention_kernel, mask_encoder, smoothing, cumulative_weights,
+                                                    **factory)
+        self.decoder_lstm = DecoderRNN(self.prenet.layers_sizes[-1] + memory_size, decoder_layers, decoder_lstm_units,
+                                       zoneout, tf1_scope="decoder_LSTM", **factory)
+        self.frame_projection = FrameProjection(decoder_lstm_units + memory_size, num_mels * outputs_per_step,
+                                                tf1_scope="linear_transform_projection", **factory)
+        self.stop_projection = StopProjection(decoder_lstm_units + memory_size, outputs_per_step,
+                                              tf1_scope="stop_token_projection", **factory)
+        self._prenet_sizes = list(self.prenet.layers_sizes)
+        self._n_layers = self.decoder_lstm.layers
+        self._units = self.decoder_lstm.size
+
+    @classmethod
+    def from_hparams(cls, hp, memory_size: Optional[int] = None, **kwargs) -> Tacotron2Decoder:
+        """Builds the decoder from Tacotron-2 hparams (original names; a mapping, an object or
+        :class:`speechblocks.Tacotron2HParams`); ``memory_size`` defaults to ``hp.memory_size``."""
+        if memory_size is None:
+            memory_size = hp.memory_size if hasattr(hp, "memory_size") else 2 * int(hparam(hp, "encoder_lstm_units"))
+        kernel = hparam(hp, "attention_kernel")
+        kernel = kernel[0] if isinstance(kernel, (list, tuple)) else kernel
+        config = dict(num_mels=hparam(hp, "num_mels"), outputs_per_step=hparam(hp, "outputs_per_step"),
+                      prenet_layers=list(hparam(hp, "prenet_layers")), drop_rate=hparam(hp, "tacotron_dropout_rate"),
+                      attention_dim=hparam(hp, "attention_dim"), attention_filters=hparam(hp, "attention_filters"),
+                      attention_kernel=kernel, mask_encoder=hparam(hp, "mask_encoder"),
+                      smoothing=hparam(hp, "smoothing"), cumulative_weights=hparam(hp, "cumulative_weights"),
+                      decoder_layers=hparam(hp, "decoder_layers"), decoder_lstm_units=hparam(hp, "decoder_lstm_units"),
+                      zoneout=hparam(hp, "tacotron_zoneout_rate"), max_iters=hparam(hp, "max_iters"),
+                      stop_at_any=hparam(hp, "stop_at_any"))
+        config.update(kwargs)
+        return cls(memory_size, **config)
+
+    def forward(self, memory: Tensor, memory_lengths: Optional[Tensor] = None, mel_targets: Optional[Tensor] = None,
+                max_iters: Optional[int] = None, noise_masks: Optional[dict[str, list[Tensor]]] = None
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """
+        Args:
+            memory: ``(batch, T_in, memory_size)``.
+            memory_lengths: ``(batch,)`` integer lengths in ``[1, T_in]``; ``None`` means full length.
+            mel_targets: ``(batch, T_out, num_mels)`` with ``T_out >= r``: teacher forcing; ``None``: free running
+                (``eval()`` only).
+            max_iters: step cap (``>= 1``) replacing the constructor's; ignored when teacher-forced in ``train()``.
+            noise_masks: optional 0/1 keep-masks (dict, every key optional): ``"prenet"``: one ``(batch, steps,
+                prenet_layers[i])`` per layer (step ``t`` uses ``[:, t]``; applied in every mode);
+                ``"decoder_LSTM"``: one pair ``(c_keep, h_keep)`` per layer, each ``(batch, steps, units)``
+                (applied whenever given). ``steps`` must cover the steps run (free running: ``max_iters``, or
+                at least up to the stop). Other keys of :data:`NOISE_MASK_KEYS` are ignored here. A scripted
+                module takes the flat form ``{"decoder_LSTM": [c_0, h_0, c_1, h_1, ...], "prenet": [...]}``.
+
+        Returns:
+            ``(frames, stop, alignments)``: ``(batch, steps, r * num_mels)``, ``(batch, steps, r)`` (logits in
+            ``train()``, probabilities in ``eval()``), ``(batch, T_in, steps)`` (each step's alignments).
+        """
+        block = "Tacotron2Decoder"
+        if not torch.jit.is_scripting():
+            noise_masks = flatten_noise_masks(noise_masks, block)
+        check_float_tensor(memory, "memory", block, 3, self.memory_size, "(batch, T_in, " + str(self.memory_size) + ")")
+        batch, max_time = memory.shape[0], memory.shape[1]
+        if max_time < 1:
+            raise ValueError(block + ": argument `memory` must have at least one time step, expected shape (batch, "
+                             "T_in >= 1, " + str(self.memory_size) + "); got shape " + str(list(memory.shape)) + ".")
+        if memory_lengths is not None:
+            check_memory_lengths(memory_lengths, "memory_lengths", block, batch, max_time)
+        limit = self.max_iters
+        if max_iters is not None:
+            if max_iters < 1:
+                raise ValueError(block + ": argument `max_iters` must be an integer >= 1; got " + str(max_iters) + ".")
+            limit = max_iters
+        r = self.outputs_per_step
+        n_mels = self.num_mels
+        n_layers = self._n_layers
+        units = self._units
+        if mel_targets is not None:
+            check_float_tensor(mel_targets, "mel_targets", block, 3, n_mels, "(batch, T_out, " + str(n_mels) + ")")
+            if mel_targets.shape[0] != batch or mel_targets.shape[1] < r:
+                raise ValueError(block + ": argument `mel_targets` must have shape (batch=" + str(batch)
+                                 + ", T_out >= outputs_per_step=" + str(r) + ", " + str(n_mels) + "); got shape "
+                                 + str(list(mel_targets.shape)) + ".")
+            n_steps = mel_targets.shape[1] // r
+            if not self.training:
+                n_steps = min(n_steps, limit)
+        elif self.training:
+            raise ValueError(block + ": argument `mel_targets` (batch, T_out, " + str(n_mels) + ") is required in "
+                             "train(): the original trains teacher-forced only; call eval() to synthesize.")
+        else:
+            n_steps = limit
+
+        # injected masks, validated; the free-running loop may use at most `mask_steps` steps of them
+        mask_steps = n_steps + 1
+        prenet_masks: Optional[list[Tensor]] = None
+        keep_c: Optional[Tensor] = None
+        keep_h: Optional[Tensor] = None
+        if noise_masks is not None:
+            if "prenet" in noise_masks:
+                given = noise_masks["prenet"]
+                doc = ("a list of " + str(len(self._prenet_sizes)) + " keep-masks (batch, steps, size), sizes "
+                       + str(self._prenet_sizes))
+                if len(given) != len(self._prenet_sizes):
+                    raise ValueError(_mask_error(block, "prenet", doc, str(len(given)) + " masks"))
+                prenet_masks = []
+                for i, m in enumerate(given):
+                    if m.dim() != 3 or m.shape[0] != batch or m.shape[2] != self._prenet_sizes[i]:
+                        raise ValueError(_mask_error(block, "prenet", doc, "mask " + str(i) + " of shape "
+                                                     + str(list(m.shape))))
+                    mask_steps = min(mask_steps, m.shape[1])
+                    prenet_masks.append(m.to(device=memory.device, dtype=memory.dtype))
+            if "decoder_LSTM" in noise_masks:
+                given = noise_masks["decoder_LSTM"]
+                doc = ("a list of " + str(n_layers) + " pairs (c_keep, h_keep), each (batch, steps, " + str(units)
+                       + ")")
+                if len(given) != 2 * n_layers:
+                    raise ValueError(_mask_error(block, "decoder_LSTM", doc, str(len(given)) + " masks"))
+                for i, m in enumerate(given):
+                    if m.dim() != 3 or m.shape[0] != batch or m.shape[2] != units:
+                        raise ValueError(_mask_error(block, "decoder_LSTM", doc, "mask " + str(i) + " of shape "
+                                                     + str(list(m.shape))))
+                    mask_steps = min(mask_steps, m.shape[1])
+                keep_c = torch.stack([given[2 * k] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
+                    device=memory.device, dtype=memory.dtype)  # (steps, layers, batch, units)
+                keep_h = torch.stack([given[2 * k + 1] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
+                    device=memory.device, dtype=memory.dtype)
+            if mel_targets is not None and mask_steps < n_steps:
+                raise ValueError(block + ": argument `noise_masks` must cover the " + str(n_steps)
+                                 + " teacher-forced decoder steps, masks of shape (batch, >= " + str(n_steps)
+                                 + ", size); got masks of " + str(mask_steps) + " steps.")
+
+        # attention: values and keys once (the fused location bias and the attention bias added to the keys)
+        att = self.attention
+        lstm_weights, lstm_biases, prenet_weights, prenet_biases, step_tensors = self.step_weights()
+        location_weight, key_bias, query_weight, projection_weight, projection_bias = step_tensors
+        values, keys = att.process_memory(memory, memory_lengths)
+        keys_t = (keys + key_bias).transpose(1, 2).contiguous()  # (batch, units, T_in)
+        score_bias: Optional[Tensor] = None
+        if memory_lengths is not None and att.mask_encoder and int(memory_lengths.min()) < max_time:
+            valid = memory_mask(memory_lengths.to(memory.device), max_time, memory.dtype)
+            score_bias = torch.zeros_like(valid).masked_fill(valid == 0, float("-inf"))
+
+        teacher_gates: Optional[Tensor] = None
+        prenet_keep: Optional[list[Tensor]] = None
+        if mel_targets is not None:
+            go = torch.zeros(batch, 1, n_mels, dtype=mel_targets.dtype, device=mel_targets.device)
+            inputs = torch.cat([go, mel_targets[:, r - 1::r][:, :n_steps - 1]], 1)  # (batch, steps, num_mels)
+            step_masks: Optional[list[Tensor]] = None
+            if prenet_masks is not None:
+                step_masks = [m[:, :n_steps] for m in prenet_masks]
+            x = self.prenet(inputs, step_masks).transpose(0, 1)  # (steps, batch, prenet)
+            n_in = x.shape[2]
+            teacher_gates = F.linear(x.reshape(n_steps * batch, n_in), lstm_weights[0][:, :n_in],
+                                     lstm_biases[0]).view(n_steps, batch, 4 * units)
+            if self.training and keep_c is None and self.zoneout > 0.0:
+                keep_c = keep_masks([n_steps, n_layers, batch, units], self.zoneout, values)
+                keep_h = keep_masks([n_steps, n_layers, batch, units], self.zoneout, values)
+        elif prenet_masks is not None:
+            prenet_keep = [m.transpose(0, 1) for m in prenet_masks]
+        go_frame = torch.zeros(batch, n_mels, dtype=memory.dtype, device=memory.device)
+        frames, stop, alignments, finished = decoder_loop(
+            n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
+            self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
+            keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
+            att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight, projection_bias,
+            r * n_mels, self.training, self.stop_at_any)
+        if not finished and mask_steps < n_steps:
+            raise ValueError(block + ": argument `noise_masks` covers " + str(mask_steps) + " decoder steps but the "
+                             "decoder has not stopped after them; pass masks of shape (batch, max_iters, size) or a "
+                             "smaller `max_iters`.")
+        return frames, stop, alignments
+
+    @torch.jit.export
+    def step_weights(self) -> tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor], list[Tensor]]:
+        """The weights of the loop in the forms it uses (small tensors derived from the parameters per call; the
+        large LSTM weights are used as they are, no copy).
+
+        Returns:
+            ``(lstm_weights, lstm_biases, prenet_weights, prenet_biases, [location_weight, key_bias, query_weight,
+            projection_weight, projection_bias])``: the LSTM weights ``(4u, in + u)``, their biases with the
+            forget bias, the pre-net ``(in, out)`` views, the fused location kernel ``(units, 1, kernel)``
+            (``location_features_layer @ location_features_convolution``), ``attention_bias`` plus the fused
+            location bias ``(units,)``, the query kernel ``(u, units)``, and the frame and stop projections
+            stacked ``(r * num_mels + r, u + memory_size)`` with their bias.
+        """
+        att = self.attention
+        lstm_weights: list[Tensor] = []
+        lstm_biases: list[Tensor] = []
+        for cell in self.decoder_lstm.cells:
+            lstm_weights.append(cell.weight)
+            lstm_biases.append(effective_bias(cell.bias, cell.forget_bias))
+        prenet_weights: list[Tensor] = []
+        prenet_biases: list[Tensor] = []
+        for layer in self.prenet.layers:
+            prenet_weights.append(layer.weight.t())
+            b = layer.bias
+            assert b is not None
+            prenet_biases.append(b)
+        w_loc = att.location_layer.weight
+        location_weight = torch.mm(w_loc, att.location_convolution.weight.squeeze(1)).unsqueeze(1)
+        conv_bias = att.location_convolution.bias
+        assert conv_bias is not None
+        key_bias = att.attention_bias + F.linear(conv_bias, w_loc)
+        fp = self.frame_projection.dense
+        sp = self.stop_projection.dense
+        fb, sb = fp.bias, sp.bias
+        assert fb is not None and sb is not None
+        projection_weight = torch.cat([fp.weight, sp.weight], 0)
+        projection_bias = torch.cat([fb, sb], 0)
+        return lstm_weights, lstm_biases, prenet_weights, prenet_biases, [
+            location_weight, key_bias, att.query_layer.weight.t(), projection_weight, projection_bias]
+
+    def extra_repr(self) -> str:
+        return (f"memory_size={self.memory_size}, num_mels={self.num_mels}, outputs_per_step={self.outputs_per_step}, "
+                f"max_iters={self.max_iters}, stop_at_any={self.stop_at_any}, tf1_scope={self.tf1_scope!r}")
+
+    @torch.jit.unused
+    def _tf1_variables(self):
+        out = {}
+        for module in (self.prenet, self.decoder_lstm, self.frame_projection, self.stop_projection):
+            for name, var in module._tf1_variables().items():
+                out[f"{module.tf1_scope}/{name}"] = var
+        attention = self.attention._tf1_variables()
+        out["../memory_layer/kernel"] = attention.pop("memory_layer/kernel")  # TF1: at the model scope
+        for name, var in attention.items():
+            out[f"{self.attention.tf1_scope}/{name}"] = var
+        return out

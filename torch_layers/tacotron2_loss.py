@@ -1,0 +1,109 @@
+"""``tacotron2_loss``: the original Tacotron-2 ``add_loss`` (RTVC and Rayhane variants) for torch."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .masked_losses import masked_linear_loss, masked_mse, masked_sigmoid_cross_entropy, priority_frequencies
+
+__all__ = ["tacotron2_loss", "LOSS_KEYS"]
+
+LOSS_KEYS = ("before_loss", "after_loss", "stop_token_loss", "linear_loss", "regularization_loss", "loss")
+
+
+def _check_same(targets: Optional[Tensor], outputs: Tensor, name: str, doc: str) -> Tensor:
+    if targets is None:
+        raise ValueError(f"tacotron2_loss: argument `{name}` of shape {doc} = {list(outputs.shape)} is required.")
+    if not targets.is_floating_point() or tuple(targets.shape) != tuple(outputs.shape):
+        raise ValueError(f"tacotron2_loss: argument `{name}` must be a floating tensor of shape {doc} = "
+                         f"{list(outputs.shape)} (the model's outputs: steps * r frames); got dtype {targets.dtype} "
+                         f"and shape {list(targets.shape)}.")
+    return targets
+
+
+def _mean_or_zero(x: Tensor) -> Tensor:
+    return x.mean() if x.numel() > 0 else x.new_zeros(())
+
+
+def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_token_targets: Tensor,
+                   targets_lengths: Optional[Tensor] = None, linear_targets: Optional[Tensor] = None
+                   ) -> dict[str, Tensor]:
+    """The loss of TF1 Tacotron-2 (``Tacotron.add_loss``) over a :class:`~torch_layers.Tacotron2`'s outputs.
+
+    ``hparams.mask_decoder``: before/after = :func:`masked_mse` of the decoder / mel outputs, stop =
+    :func:`masked_sigmoid_cross_entropy` (``pos_weight = cross_entropy_pos_weight``), linear = Rayhane with
+    ``predict_linear``: :func:`masked_linear_loss`, else 0. Not masked: mean squared errors over every frame
+    (padding included), stop = mean sigmoid cross-entropy, linear = RTVC: ``mean|mel_targets - decoder_outputs|``;
+    Rayhane with ``predict_linear``: ``0.5 * mean(l1) + 0.5 * mean(l1[..., :n])``, ``n = int(2000 / (sample_rate / 2)
+    * num_freq)`` (the low band of an ``n = 0`` model counts 0); else 0. Regularisation:
+    ``reg_weight * sum(sum(w**2) / 2)`` over the trainable variables whose full TF1 name contains none of
+    ``bias, Bias, _projection, inputs_embedding, RNN, LSTM`` (batch-norm gamma/beta included).
+    ``loss = before + after + stop + regularization + linear``. Computed in float32 (float64 for float64
+    outputs), whatever autocast produced.
+
+    Args:
+        model: the :class:`~torch_layers.Tacotron2` (its hparams and weights).
+        outputs: the model's output dict from a ``train()`` pass (``stop_token_prediction`` must be logits, as
+            TF1's training and evaluation graphs give them).
+        mel_targets: ``(batch, steps * r, num_mels)``.
+        stop_token_targets: ``(batch, steps * r)`` 0/1.
+        targets_lengths: ``(batch,)`` integer frame lengths (required when ``mask_decoder``; else unused).
+        linear_targets: ``(batch, steps * r, num_freq)``; required by Rayhane's loss with ``predict_linear``.
+
+    Returns:
+        dict of scalar tensors ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss, loss``.
+
+    Raises:
+        ValueError: a target of the wrong shape or dtype, or a required target missing.
+    """
+    hp = model.hparams
+    r = hp.outputs_per_step
+    decoder_outputs = outputs["decoder_outputs"]
+    dtype = torch.float64 if decoder_outputs.dtype == torch.float64 else torch.float32
+    dec = decoder_outputs.to(dtype)
+    mel = outputs["mel_outputs"].to(dtype)
+    logits = outputs["stop_token_prediction"].to(dtype)
+    mel_t = _check_same(mel_targets, dec, "mel_targets", "(batch, steps * r, num_mels)").to(dtype)
+    stop_t = _check_same(stop_token_targets, logits, "stop_token_targets", "(batch, steps * r)").to(dtype)
+    rayhane_linear = hp.variant == "rayhane" and hp.predict_linear
+    lin = lin_t = None
+    if rayhane_linear:
+        if "linear_outputs" not in outputs:
+            raise ValueError("tacotron2_loss: argument `outputs` lacks 'linear_outputs' (predict_linear model).")
+        lin = outputs["linear_outputs"].to(dtype)
+        lin_t = _check_same(linear_targets, lin, "linear_targets", "(batch, steps * r, num_freq)").to(dtype)
+    zero = dec.new_zeros(())
+    if hp.mask_decoder:
+        if targets_lengths is None:
+            raise ValueError("tacotron2_loss: argument `targets_lengths` (integer tensor of shape (batch,)) is required "
+                             "when hparams.mask_decoder is True.")
+        before = masked_mse(mel_t, dec, targets_lengths, outputs_per_step=r)
+        after = masked_mse(mel_t, mel, targets_lengths, outputs_per_step=r)
+        stop = masked_sigmoid_cross_entropy(stop_t, logits, targets_lengths, outputs_per_step=r,
+                                            pos_weight=hp.cross_entropy_pos_weight)
+        linear = zero
+        if rayhane_linear:
+            linear = masked_linear_loss(lin_t, lin, targets_lengths, outputs_per_step=r, sample_rate=hp.sample_rate,
+                                        num_freq=hp.num_freq)
+    else:
+        before = ((mel_t - dec) ** 2).mean()
+        after = ((mel_t - mel) ** 2).mean()
+        stop = F.binary_cross_entropy_with_logits(logits, stop_t)
+        if hp.variant == "rtvc":
+            linear = (mel_t - dec).abs().mean()
+        elif rayhane_linear:
+            l1 = (lin_t - lin).abs()
+            n = priority_frequencies(hp.sample_rate, hp.num_freq)
+            linear = 0.5 * l1.mean() + 0.5 * _mean_or_zero(l1[:, :, :max(n, 0)])
+        else:
+            linear = zero
+    l2 = zero
+    for w in model.regularized_parameters().values():
+        l2 = l2 + 0.5 * (w.to(dtype) ** 2).sum()
+    regularization = l2 * hp.reg_weight
+    loss = before + after + stop + regularization + linear
+    return {"before_loss": before, "after_loss": after, "stop_token_loss": stop, "linear_loss": linear,
+            "regularization_loss": regularization, "loss": loss}

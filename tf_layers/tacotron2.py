@@ -268,10 +268,15 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     # -- training -----------------------------------------------------------------------------
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The original ``add_loss`` for ``fit``: ``y`` is a dict with ``mel_targets``, ``stop_token_targets``,
-        ``targets_lengths`` (and ``linear_targets`` for Rayhane's ``predict_linear``)."""
+        ``targets_lengths`` (and ``linear_targets`` for Rayhane's ``predict_linear``). ``evaluate`` runs the
+        teacher-forced inference pass (GTA, ``max_iters`` caps it) and recovers the stop logits from the
+        probabilities (exact up to the 1e-7 clipping of saturated probabilities)."""
         if not isinstance(y, dict):
             raise ValueError("Tacotron2.fit: targets `y` must be a dict with keys 'mel_targets', 'stop_token_targets', "
                              "'targets_lengths' (and 'linear_targets' for Rayhane's predict_linear).")
+        if not training:  # evaluate(): inference outputs carry stop probabilities; the loss takes logits
+            p = tf.clip_by_value(tf.cast(y_pred["stop_token_prediction"], tf.float32), 1e-7, 1 - 1e-7)
+            y_pred = dict(y_pred, stop_token_prediction=tf.math.log(p) - tf.math.log1p(-p))
         losses = tacotron2_loss(self, y_pred, y["mel_targets"], y["stop_token_targets"], y.get("targets_lengths"),
                                 y.get("linear_targets"))
         return losses["loss"]

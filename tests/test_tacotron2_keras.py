@@ -327,6 +327,8 @@ def test_from_tf1_checkpoint_infers_hparams_and_loads_everything():
             Tacotron2.from_tf1_checkpoint(ckpt, hparams="rtvc")  # full-size hparams against a small model
         assert "mismatch" in str(err.value) and "memory_layer/kernel" in str(err.value)
         assert str(err.value).count("\n  - ") > 5
+        with pytest.raises(ValueError, match="stop_token_projection"):  # an override the shapes contradict
+            Tacotron2.from_tf1_checkpoint(ckpt, outputs_per_step=2)
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -384,3 +386,26 @@ def test_decoder_layer_contract():
         dec(np.zeros((2, 3, 10), np.float32), np.array([3, 3]), training=True)
     with pytest.raises(ValueError, match="max_iters"):
         dec(np.zeros((2, 3, 10), np.float32), np.array([3, 3]), max_iters=0)
+
+
+def test_training_gradient_has_no_addn_of_three_inputs_in_loops():
+    # TensorFlow's memory optimizer rewrites AddNs of >2 inputs into temporary variables, which inside while-loop
+    # gradients fail with AlreadyExistsError from the second training step on (seen at real RTVC/Rayhane sizes).
+    # The loops route multi-use tensors through fan_out / single-use forms; the structure does not depend on sizes.
+    model = _model("rayhane", tacotron_zoneout_rate=0.1)
+    ids, lens, _, mel = _batch(model, t_out=6)
+    lin = np.zeros((2, 6, 9), np.float32)
+
+    @tf.function
+    def grads():
+        with tf.GradientTape() as tape:
+            out = model(ids, lens, mel_targets=mel, training=True)
+            loss = tacotron2_loss(model, out, mel, np.zeros((2, 6), np.float32), np.array([6, 5]), lin)["loss"]
+        return tape.gradient(loss, model.trainable_variables)
+
+    library = grads.get_concrete_function().graph._functions
+    bodies = [name for name in library if "while_body" in name and "grad" in name]
+    assert len(bodies) >= 3  # encoder LSTM loops, decoder loop, CBHG GRU scan
+    wide = [(name, n.name) for name in bodies for n in library[name].definition.node_def
+            if n.op == "AddN" and n.attr["N"].i > 2]
+    assert not wide, wide

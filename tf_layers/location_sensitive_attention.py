@@ -4,6 +4,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
@@ -154,7 +155,7 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
                     conv_bias=tf.cast(self.location_conv_bias, dtype), location=tf.cast(self.location_kernel, dtype),
                     v=tf.cast(self.v, dtype), b=tf.cast(self.b, dtype))
 
-    def step(self, query, state, values, keys, memory_lengths=None, weights=None):
+    def step(self, query, state, values, keys, memory_lengths=None, weights=None, for_gradient: bool = True):
         """One attention step.
 
         Args:
@@ -163,6 +164,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
             values, keys: from :meth:`process_memory`.
             memory_lengths: ``(batch,)`` or None (ignored unless ``mask_encoder``).
             weights: optional :meth:`weights_in` result (saves the casts inside loops).
+            for_gradient: route the alignments' three uses through ``fan_out`` (keeps a while loop's gradient free of
+                3-input AddNs); an inference-only loop passes False and saves the copies.
 
         Returns:
             ``(context (batch, memory_size), alignments (batch, max_time), next_state (batch, max_time))``.
@@ -180,8 +183,10 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
             alignments = s / tf.reduce_sum(s, axis=-1, keepdims=True)
         else:
             alignments = tf.nn.softmax(energy, axis=-1)
-        next_state = alignments + state if self.cumulate_weights else alignments
-        context = tf.squeeze(tf.matmul(alignments[:, None, :], values), 1)
+        # three uses (state, context, the caller's history): copies keep a while loop's gradient free of 3-input AddNs
+        for_state, for_context, alignments = fan_out(alignments, 3) if for_gradient else (alignments,) * 3
+        next_state = for_state + state if self.cumulate_weights else for_state
+        context = tf.squeeze(tf.matmul(for_context[:, None, :], values), 1)
         return context, alignments, next_state
 
     def call(self, query, state, memory, memory_lengths=None):

@@ -364,15 +364,15 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         shapes = {k: tuple(v.shape) for k, v in weights.items()}
         inferred = infer_hparams(shapes)
         n_symbols = inferred.pop("n_symbols")
-        if hparams is None:
+        if hparams is None:  # the preset the shapes point to, then what the shapes tell, then the caller's overrides
             hparams = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
             hp = resolve_hparams(hparams, n_symbols, **{**inferred, **overrides})
         else:
             hp = resolve_hparams(hparams, n_symbols, **overrides)
-            problems = check_tf1_shapes(shapes, hp)
-            if problems:
-                raise ValueError(f"the hparams contradict TF1 checkpoint {os.fspath(path)!r} ({len(problems)} "
-                                 "mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
+        problems = check_tf1_shapes(shapes, hp)
+        if problems:
+            raise ValueError(f"the hparams contradict TF1 checkpoint {os.fspath(path)!r} ({len(problems)} "
+                             "mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
         model = cls(hp)
         model.load_tf1_weights(weights)
         return model

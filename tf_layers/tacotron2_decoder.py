@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
 from .decoder_rnn import DecoderRNN
 from .frame_projection import FrameProjection
@@ -302,8 +303,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             c0 = zoneout(c_new, cs[0], z, None if kc is None else kc[0])
             h0 = zoneout(h_new, hs[0], z, None if kh is None else kh[0])
             out, cs, hs = self._lstm_rest(h_new, (c0,) + tuple(cs[1:]), (h0,) + tuple(hs[1:]), w, z, kc, kh)
+            out, out_copy = fan_out(out, 2)  # the LSTM output feeds the attention, the history and (zoneout) its state
             context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"])
-            return (t + 1, att_state, context, cs, hs, outs.write(t, out), contexts.write(t, context),
+            return (t + 1, att_state, context, cs, hs, outs.write(t, out_copy), contexts.write(t, context),
                     aligns.write(t, alignments))
 
         loop = (tf.constant(0), state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
@@ -345,19 +347,33 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
                     x = x * tf.cast(1.0 / (1.0 - rate), dtype) * keep if rate > 0 else x * keep
             return x
 
+        # each LSTM kernel split in its input rows and its recurrent rows: the recurrent halves (and layer 1's context
+        # rows) do not wait for the step's prenet and lower layers, so on several cores they run while those compute
+        n_x = self.prenet.layers_sizes[-1]
+        units = self.decoder_lstm.size
+        k1_x, k1_rest = w["kernels"][0][:n_x], w["kernels"][0][n_x:]
+        upper = [(k[:units], k[units:], b) for k, b in zip(w["kernels"][1:], w["biases"][1:])]
+        kfs, bfs = tf.concat([kf, ks], 1), tf.concat([bf, bs], 0)  # frame and stop projections: one matmul
+        n_frames = kf.shape[1]
+
         def body(t, finished, frame, att_state, context, cs, hs, frames_ta, stops_ta, aligns_ta):
             kc = None if lstm_masks is None else lstm_masks[0][t]
             kh = None if lstm_masks is None else lstm_masks[1][t]
+            recurrent = [tf.matmul(tf.concat([context, hs[0]], -1), k1_rest) + w["biases"][0]]
+            recurrent += [tf.matmul(hs[k + 1], k_h) + b for k, (_, k_h, b) in enumerate(upper)]
             x = prenet_step(frame, t)
-            gates = tf.matmul(tf.concat([x, context, hs[0]], -1), w["kernels"][0]) + w["biases"][0]
-            c_new, h_new = lstm_from_gates(gates, cs[0])
-            c0 = zoneout(c_new, cs[0], z, None if kc is None else kc[0])
-            h0 = zoneout(h_new, hs[0], z, None if kh is None else kh[0])
-            out, cs, hs = self._lstm_rest(h_new, (c0,) + tuple(cs[1:]), (h0,) + tuple(hs[1:]), w, z, kc, kh)
-            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"])
-            proj_in = tf.concat([out, context], -1)
-            frames = tf.matmul(proj_in, kf) + bf
-            stop = stop_activation(tf.matmul(proj_in, ks) + bs)
+            new_c, new_h = [], []
+            for k in range(len(cs)):
+                gates = recurrent[k] + tf.matmul(x, k1_x if k == 0 else upper[k - 1][0])
+                c_new, x = lstm_from_gates(gates, cs[k])
+                new_c.append(zoneout(c_new, cs[k], z, None if kc is None else kc[k]))
+                new_h.append(zoneout(x, hs[k], z, None if kh is None else kh[k]))
+            out, cs, hs = x, tuple(new_c), tuple(new_h)
+            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"],
+                                                                 for_gradient=False)
+            projected = tf.matmul(tf.concat([out, context], -1), kfs) + bfs
+            frames = projected[:, :n_frames]
+            stop = stop_activation(projected[:, n_frames:])
             done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
             done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
             finished = tf.logical_or(done, t + 1 >= max_iters)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ._fan_out import fan_out
 from ._sequence import reverse_within_lengths
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
@@ -130,10 +131,11 @@ def bidirectional_tf1_gru(inputs, fw_cell: TF1GRUCell, bw_cell: TF1GRUCell, leng
         recurrent.append((gk[n_in:], ck[n_in:]))
 
     def one_step(h, xg_t, xc_t, gh, ch):
-        gates = tf.sigmoid(xg_t + tf.matmul(h, gh))
+        h_gates, h_reset, h_update = fan_out(h, 3)  # three uses: no 3-input AddN in the scan's gradient
+        gates = tf.sigmoid(xg_t + tf.matmul(h_gates, gh))
         r, z = tf.split(gates, 2, axis=-1)
-        c = tf.tanh(xc_t + tf.matmul(r * h, ch))
-        return z * h + (1.0 - z) * c
+        c = tf.tanh(xc_t + tf.matmul(r * h_reset, ch))
+        return z * h_update + (1.0 - z) * c
 
     def step(state, e):
         return (one_step(state[0], e[0], e[1], *recurrent[0]), one_step(state[1], e[2], e[3], *recurrent[1]))

@@ -41,12 +41,15 @@ def lstm_from_gates(gates, c_prev):
 def zoneout(new, prev, factor: float, keep=None):
     """Zoneout of one state tensor.
 
-    Training (``keep`` given, a 0/1 keep-mask ~ Bernoulli(1 - factor)): ``prev + keep * (new - prev)``,
-    TF1's ``tf.nn.dropout(new - prev, keep_prob=1 - factor)`` rescaled by ``1 - factor``.
+    Training (``keep`` given, a 0/1 keep-mask ~ Bernoulli(1 - factor)): ``keep * new + (1 - keep) * prev``, i.e.
+    TF1's ``prev + (1 - factor) * tf.nn.dropout(new - prev, keep_prob=1 - factor)`` (equal up to one rounding).
+    Written so that ``prev`` feeds one op: inside a while loop's gradient a tensor with three consumers gets a
+    3-input AddN, which TensorFlow's memory optimizer may turn into a temporary variable that fails on the next
+    call (AlreadyExistsError, tensorflow#23780).
     Inference (``keep`` None): ``(1 - factor) * new + factor * prev``.
     """
     if keep is not None:
-        return prev + keep * (new - prev)
+        return keep * new + (1 - keep) * prev
     if factor == 0.0:
         return new
     return tf.constant(1.0 - factor, new.dtype) * new + tf.constant(factor, new.dtype) * prev

@@ -1,0 +1,230 @@
+"""Speed of the whole Tacotron-2 (RTVC sizes): Keras and torch against the TF1 graph, and against the memory floor.
+
+Each side runs in its own clean timing subprocess (``bench._tacotron2_timing``: Keras ``Tacotron2.synthesize``,
+torch ``Tacotron2`` in ``eval()`` under ``inference_mode``, the TF1 ``while_loop`` graph by ``session.run`` with
+``TF_USE_LEGACY_KERAS=1``), with the same weights (random TF1 variables written once to an ``.npz``, the stop-token
+bias at -1e3 so decoding never stops early), the same inputs, the same intra-op and inter-op thread counts; rounds
+alternate the order of the sides; medians over rounds. Before timing, a deterministic twin of each side
+(``tacotron_dropout_rate=0``, same weights) must give the same outputs within 1e-4, and the timed synthesis the
+expected mel shape: the sides time the same computation.
+
+Synthesis is also timed with ``max_iters=1`` (encoder, one step, postnet), so the cost of one decoder step is
+``(T(200) - T(1)) / 199`` on every side. Should a side's documented training path fail (Keras ``train_on_batch``
+did at RTVC sizes until its loops kept every gradient ``AddN`` at two inputs: TF grappler's AddN rewrite,
+AlreadyExistsError at the 2nd step), the bench says so, times that side's workaround (see
+``bench._tacotron2_timing``) and counts the target as missed.
+
+Targets (issue): free-running synthesis, batch 1, 100 symbols, 200 decoder steps, prenet dropout on: Keras <= 1.0x
+and torch <= 1.0x the TF1 graph; the teacher-forced training step (forward, loss, gradients, Adam with global-norm
+clipping 1.0) is reported against the TF1 graph too. The floor: at batch 1 a decoder step reads every decoder
+weight once, so (decoder weight bytes) / (memory bandwidth, from a large numpy copy) bounds the step time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+THREADS = os.cpu_count() or 1  # intra-op and inter-op threads of every side (torch: set_num_threads likewise)
+SYNTH = dict(batch=1, symbols=100, steps=200)
+TRAIN = dict(batch=4, symbols=60, frames=120)
+SYNTH_ROUNDS = 7
+TRAIN_ROUNDS = 3
+TOL = 1e-4
+SIDES = ("keras", "torch", "legacy")
+LABEL = {"keras": "Keras", "torch": "torch", "legacy": "TF1 graph"}
+STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
+COPY_MB = 512
+
+
+def random_weights(shapes: dict, seed: int = 0) -> dict:
+    """Every TF1 variable: kernels glorot-uniform (TF1's default), biases/beta/moving means 0, gamma/moving variances 1;
+    the stop-token bias -1e3 (stop probabilities ~0: free running always runs ``max_iters`` steps)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in shapes.items():
+        leaf = name.rsplit("/", 1)[-1]
+        if leaf in ("gamma", "moving_variance"):
+            out[name] = np.ones(shape, np.float32)
+        elif leaf in ("bias", "beta", "moving_mean", "attention_bias"):
+            out[name] = np.zeros(shape, np.float32)
+        else:
+            receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+            fan_in = shape[-2] * receptive if len(shape) > 1 else shape[0]
+            fan_out = shape[-1] * receptive
+            limit = np.sqrt(6.0 / (fan_in + fan_out))
+            out[name] = rng.uniform(-limit, limit, shape).astype(np.float32)
+    out[STOP_BIAS] = np.full(shapes[STOP_BIAS], -1e3, np.float32)
+    return out
+
+
+def decoder_step_bytes(shapes: dict) -> int:
+    """Bytes of the weights one decoder step reads: every ``decoder/`` variable (prenet, decoder LSTMs,
+    attention query and location layers, v_a and bias, frame and stop projections), float32. (The attention
+    ``memory_layer`` runs once per utterance, not per step.)"""
+    return sum(4 * int(np.prod(s)) for k, s in shapes.items() if k.startswith("decoder/"))
+
+
+def copy_bandwidth(megabytes: int = COPY_MB, repeats: int = 5) -> float:
+    """Bytes per second of a large numpy copy (src -> dst, read + write bytes counted), best of ``repeats``."""
+    src = np.ones(megabytes * 2 ** 20 // 4, np.float32)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.nbytes / best
+
+
+class TimingServer:
+    """One side's ``bench._tacotron2_timing`` subprocess; ``time(name, n)`` runs its call n times there."""
+
+    def __init__(self, side: str, config: dict, log: str):
+        self.side = side
+        self.log = log  # the server's stderr (a file: nothing blocks, nothing breaks when nobody reads it)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+        env.pop("TF_USE_LEGACY_KERAS", None)
+        if side == "legacy":
+            env["TF_USE_LEGACY_KERAS"] = "1"
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench._tacotron2_timing", side, json.dumps(config), str(THREADS)], cwd=ROOT,
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    def wait_ready(self) -> dict:
+        """Blocks until the server is built, checked and warmed up; returns its info (notes on the timed path)."""
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("ready"):
+            self.close()
+            with open(self.log) as f:
+                err = f.read()
+            raise RuntimeError(f"{self.side} timing subprocess failed to start ({line!r}):\n{err[-3000:]}")
+        return json.loads(line[len("ready"):] or "{}")
+
+    def time(self, name: str, n: int = 1) -> float:
+        self.proc.stdin.write(f"{name} {n}\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def interleaved(servers: dict, name: str, rounds: int) -> dict:
+    """Median seconds per call of each side: every round calls each side once, the order rotating by round."""
+    samples = {k: [] for k in servers}
+    order = list(servers)
+    for r in range(rounds):
+        for k in order[r % len(order):] + order[:r % len(order)]:
+            samples[k].append(servers[k].time(name))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def check_outputs(paths: dict) -> list[str]:
+    """The timed mel shapes and the deterministic twins' agreement; raises when the sides differ."""
+    got = {k: dict(np.load(p)) for k, p in paths.items()}
+    expected = (SYNTH["batch"], 2 * SYNTH["steps"], 80)
+    shapes = {k: tuple(int(d) for d in v["timed_shape"]) for k, v in got.items()}
+    bad = {k: s for k, s in shapes.items() if s != expected}
+    if bad:
+        raise RuntimeError(f"timed synthesis mel shapes differ from {expected}: {bad}")
+    diffs = []
+    for a, b in (("legacy", "keras"), ("legacy", "torch"), ("keras", "torch")):
+        worst = max(float(np.max(np.abs(got[a][key] - got[b][key]))) for key in
+                    ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments"))
+        if not worst <= TOL:
+            raise RuntimeError(f"deterministic outputs differ: {LABEL[a]} vs {LABEL[b]} max |diff| {worst:.2e} > {TOL}")
+        diffs.append(f"{LABEL[a]} vs {LABEL[b]} {worst:.1e}")
+    return [f"check: timed mel_outputs {expected} on every side; dropout-0 twins (same weights) agree, max |diff| "
+            f"over decoder/mel outputs, stop, alignments: " + ", ".join(diffs) + f" (<= {TOL:g})"]
+
+
+def method_line() -> str:
+    return (f"method: each side in its own clean subprocess (Keras Tacotron2.synthesize / train_on_batch; torch "
+            f"Tacotron2.eval() under inference_mode / an ordinary train() loop step; TF1 while_loop graph by "
+            f"session.run with TF_USE_LEGACY_KERAS=1, inputs held in graph variables), {THREADS} intra-op + {THREADS} "
+            f"inter-op threads each, identical weights (stop bias -1e3) and seed-0 inputs, prenet dropout on; "
+            f"2 (synthesis) / 1 (training) warm-up calls, then {SYNTH_ROUNDS} (synthesis) / {TRAIN_ROUNDS} "
+            f"(training) rounds of one call per side in rotating order; median per call")
+
+
+def _ratio_line(what: str, t: dict) -> str:
+    return (f"{what}: Keras {t['keras']:.3f} s ({t['keras'] / t['legacy']:.2f}x), torch {t['torch']:.3f} s "
+            f"({t['torch'] / t['legacy']:.2f}x), TF1 graph {t['legacy']:.3f} s")
+
+
+def main():
+    from speechblocks import resolve_hparams, tf1_variable_shapes
+
+    print(method_line(), flush=True)
+    shapes = tf1_variable_shapes(resolve_hparams("rtvc"))
+    step_bytes = decoder_step_bytes(shapes)
+    bandwidth = copy_bandwidth()
+    floor = step_bytes / bandwidth
+    print(f"floor: decoder weights read per step {step_bytes / 2 ** 20:.1f} MiB; memory bandwidth {bandwidth / 1e9:.1f} "
+          f"GB/s ({COPY_MB} MB numpy copy, read + write bytes, best of 5) -> floor {floor * 1e3:.2f} ms/step", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench_tacotron2_") as tmp:
+        weights = os.path.join(tmp, "weights.npz")
+        np.savez(weights, **random_weights(shapes))
+        checks = {side: os.path.join(tmp, f"check_{side}.npz") for side in SIDES}
+        servers = {}
+        try:
+            t0 = time.perf_counter()
+            for side in SIDES:  # built concurrently; each server idles on stdin once it has said ready
+                servers[side] = TimingServer(side, dict(weights=weights, check=checks[side], synth=SYNTH, train=TRAIN),
+                                             os.path.join(tmp, f"{side}.log"))
+            info = {side: srv.wait_ready() for side, srv in servers.items()}
+            print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)
+            for line in check_outputs(checks):
+                print(line, flush=True)
+            synth = interleaved(servers, "synth", SYNTH_ROUNDS)
+            short = interleaved(servers, "short", SYNTH_ROUNDS)
+            train = interleaved(servers, "train", TRAIN_ROUNDS)
+        finally:
+            for srv in servers.values():
+                srv.close()
+
+    steps = SYNTH["steps"]
+    print(_ratio_line(f"synthesis B={SYNTH['batch']} {SYNTH['symbols']} symbols {steps} steps (stop disabled, prenet "
+                      f"dropout on)", synth), flush=True)
+    print(_ratio_line(f"training step B={TRAIN['batch']} {TRAIN['symbols']} symbols {TRAIN['frames']} frames "
+                      f"(forward + loss + gradients + Adam, clipnorm 1.0)", train), flush=True)
+    for side in SIDES:
+        if info[side].get("train_note"):
+            print(f"note: {LABEL[side]} training: {info[side]['train_note']}", flush=True)
+    # per decoder step: (T(steps) - T(1 step)) / (steps - 1) -- encoder, postnet and call overheads cancel
+    per_step = {k: (synth[k] - short[k]) / (steps - 1) for k in SIDES}
+    print("one-step synthesis (encoder + 1 decoder step + postnet): " + ", ".join(
+        f"{LABEL[k]} {short[k] * 1e3:.0f} ms" for k in SIDES), flush=True)
+    print(f"floor {floor * 1e3:.2f} ms/step; " + "; ".join(
+        f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms/step = {per_step[k] / floor:.1f}x floor" for k in SIDES)
+        + f" (per step = (T({steps} steps) - T(1 step)) / {steps - 1})", flush=True)
+    for side in ("keras", "torch"):
+        ratio = synth[side] / synth["legacy"]
+        print(f"target {LABEL[side]} synthesis <= 1.0x TF1 graph: {ratio:.2f}x -> {'PASS' if ratio <= 1.0 else 'MISS'}",
+              flush=True)
+    for side in ("keras", "torch"):
+        ratio = train[side] / train["legacy"]
+        note = info[side].get("train_note")
+        verdict = "PASS" if ratio <= 1.0 and not note else "MISS"
+        print(f"target {LABEL[side]} training step <= 1.0x TF1 graph: {ratio:.2f}x -> {verdict}"
+              + (" (the documented path fails; the time is the workaround's, see note)" if note else ""), flush=True)
+
+
+if __name__ == "__main__":
+    main()

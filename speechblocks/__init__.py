@@ -5,7 +5,8 @@ What both frameworks share is written here once: the Tacotron-2 hparams presets 
 inference used by ``Tacotron2.from_tf1_checkpoint`` (:mod:`speechblocks.tacotron2_schema`).
 """
 from .tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
-from .tacotron2_schema import check_tf1_shapes, infer_hparams, tf1_variable_shapes
+from .tacotron2_schema import check_tf1_shapes, checkpoint_hparams, infer_hparams, tf1_variable_shapes
 
-__all__ = ["TACOTRON2_PRESETS", "Tacotron2HParams", "check_tf1_shapes", "infer_hparams", "resolve_hparams",
+__all__ = ["TACOTRON2_PRESETS", "Tacotron2HParams", "check_tf1_shapes", "checkpoint_hparams", "infer_hparams",
+           "resolve_hparams",
            "tacotron2_hparams", "tf1_variable_shapes"]

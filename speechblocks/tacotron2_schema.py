@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .tacotron2_hparams import Tacotron2HParams
+from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
-__all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "INFERABLE", "ATTENTION_SCOPE"]
+__all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "INFERABLE",
+           "ATTENTION_SCOPE"]
 
 Shape = tuple[int, ...]
 ATTENTION_SCOPE = "decoder/Location_Sensitive_Attention"
@@ -226,3 +227,33 @@ def check_tf1_shapes(shapes: Mapping[str, Shape], hp: Tacotron2HParams, ignore=(
     problems += [f"unexpected variable {k!r} (shape {list(shapes[k])})" for k in sorted(shapes)
                  if k not in expected and k not in ignore]
     return problems
+
+
+def checkpoint_hparams(shapes: Mapping[str, Shape], hparams=None, overrides: Mapping | None = None,
+                       source: str = "the checkpoint") -> Tacotron2HParams:
+    """The hparams of the model a checkpoint holds (``Tacotron2.from_tf1_checkpoint`` in both frameworks).
+
+    Args:
+        shapes: ``{name relative to Tacotron_model/inference/: shape}`` of the checkpoint's model variables.
+        hparams: ``None`` -- the preset the shapes point to (``"rtvc"`` with a speaker embedding, else
+            ``"rayhane"``) with every size read from the shapes -- or what the caller gives (its sizes must agree).
+        overrides: hparams by original name, applied last.
+        source: how error messages name the checkpoint.
+
+    Raises:
+        ValueError: the shapes lack what the inference needs, or the hparams contradict them (one message listing
+            every mismatch).
+    """
+    overrides = dict(overrides or {})
+    inferred = infer_hparams(shapes)
+    n_symbols = inferred.pop("n_symbols")
+    if hparams is None:
+        preset = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
+        hp = resolve_hparams(preset, n_symbols, **{**inferred, **overrides})
+    else:
+        hp = resolve_hparams(hparams, n_symbols, **overrides)
+    problems = check_tf1_shapes(shapes, hp)
+    if problems:
+        raise ValueError(f"the hparams contradict {source} ({len(problems)} mismatch(es)):\n"
+                         + "\n".join(f"  - {p}" for p in problems))
+    return hp

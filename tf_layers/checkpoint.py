@@ -23,7 +23,7 @@ from .migration import (
     migrate_checkpoint,
 )
 
-__all__ = ["read_tf1_checkpoint", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
+__all__ = ["read_tf1_checkpoint", "read_tf1_weights", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
            "migrate_checkpoint", "load_migrated", "MigrationError", "NoTacotronBlocksError"]
 
 _OPTIMIZER_PATTERNS = (
@@ -99,12 +99,35 @@ def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True, use_e
     Returns:
         the block's load report.
     """
-    weights = read_tf1_checkpoint(path, prefix=scope)
-    suffix = "/ExponentialMovingAverage"
-    shadows = {k[: -len(suffix)]: v for k, v in weights.items() if k.endswith(suffix)}
-    weights = {k: v for k, v in weights.items() if not k.endswith(suffix)}
-    if use_ema:
-        weights.update({k: v for k, v in shadows.items() if k in weights})
+    weights = read_tf1_weights(path, scope, use_ema=use_ema)
     if not weights:
         raise ValueError(f"checkpoint {os.fspath(path)!r} holds no variable under scope {scope.rstrip('/')!r}")
     return block.load_tf1_weights(weights, strict=strict)
+
+
+def read_tf1_weights(path: str, scope: str, use_ema: bool = False, require_ema: bool = False) -> dict[str, np.ndarray]:
+    """The model variables under ``scope`` (names relative to it), EMA shadows never listed as variables of their own.
+
+    Args:
+        path: TF1 checkpoint prefix or directory.
+        scope: e.g. ``"Tacotron_model/inference"``; a trailing ``/`` is optional.
+        use_ema: take ``<var>/ExponentialMovingAverage`` shadows instead of the raw weights where they exist (also
+            shadows an optimizer wrote under a doubled scope, ``Tacotron_model/Tacotron_model/inference/...``).
+        require_ema: with ``use_ema``, raise ``ValueError`` when no shadow of these variables exists.
+    """
+    suffix = "/ExponentialMovingAverage"
+    pre = _norm_prefix(scope)
+    everything = read_tf1_checkpoint(path)
+    weights = {k[len(pre):]: v for k, v in everything.items() if k.startswith(pre) and not k.endswith(suffix)}
+    if use_ema:
+        shadows = {}
+        for k, v in everything.items():
+            if k.endswith(suffix) and pre in k:
+                base = k[: -len(suffix)]
+                shadows[base[base.rindex(pre) + len(pre):]] = v
+        shadows = {k: v for k, v in shadows.items() if k in weights}
+        if require_ema and not shadows:
+            raise ValueError(f"use_ema=True but checkpoint {os.fspath(path)!r} holds no '<variable>/ExponentialMovingAverage' "
+                             f"shadow of the variables under {scope.rstrip('/')!r}.")
+        weights.update(shadows)
+    return weights

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
-from speechblocks.tacotron2_schema import check_tf1_shapes, infer_hparams
+from speechblocks.tacotron2_schema import checkpoint_hparams
 
 from ._validation import check_float_tensor, check_lengths
 from .cbhg import CBHG
@@ -351,28 +351,13 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             ValueError: ``hparams``/``overrides`` that contradict the shapes (one message lists every mismatch),
                 an unreadable checkpoint or one without a Tacotron-2 model.
         """
-        from .checkpoint import read_tf1_checkpoint
+        from .checkpoint import read_tf1_weights
 
-        weights = read_tf1_checkpoint(path, prefix="Tacotron_model/inference")
-        suffix = "/ExponentialMovingAverage"
-        shadows = {k[: -len(suffix)]: v for k, v in weights.items() if k.endswith(suffix)}
-        weights = {k: v for k, v in weights.items() if not k.endswith(suffix)}
-        if use_ema:
-            weights.update({k: v for k, v in shadows.items() if k in weights})
+        weights = read_tf1_weights(path, "Tacotron_model/inference", use_ema=use_ema, require_ema=use_ema)
         if not weights:
             raise ValueError(f"TF1 checkpoint {os.fspath(path)!r} holds no variable under 'Tacotron_model/inference/'.")
-        shapes = {k: tuple(v.shape) for k, v in weights.items()}
-        inferred = infer_hparams(shapes)
-        n_symbols = inferred.pop("n_symbols")
-        if hparams is None:  # the preset the shapes point to, then what the shapes tell, then the caller's overrides
-            hparams = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
-            hp = resolve_hparams(hparams, n_symbols, **{**inferred, **overrides})
-        else:
-            hp = resolve_hparams(hparams, n_symbols, **overrides)
-        problems = check_tf1_shapes(shapes, hp)
-        if problems:
-            raise ValueError(f"the hparams contradict TF1 checkpoint {os.fspath(path)!r} ({len(problems)} "
-                             "mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
+        hp = checkpoint_hparams({k: tuple(v.shape) for k, v in weights.items()}, hparams, overrides,
+                                source=f"TF1 checkpoint {os.fspath(path)!r}")
         model = cls(hp)
         model.load_tf1_weights(weights)
         return model

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from speechblocks import Tacotron2HParams, check_tf1_shapes, infer_hparams, resolve_hparams
+from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
 
 from ._validation import check_float_tensor
 from .cbhg import CBHG
@@ -26,7 +26,6 @@ __all__ = ["Tacotron2", "MODEL_SCOPE", "REGULARIZATION_EXCLUDES"]
 MODEL_SCOPE = "Tacotron_model/inference"
 #: ``add_loss`` regularises the trainable variables whose full TF1 name contains none of these
 REGULARIZATION_EXCLUDES = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
-_EMA_SUFFIX = "/ExponentialMovingAverage"
 
 
 class Tacotron2(TF1WeightsMixin, nn.Module):
@@ -291,38 +290,14 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
                 overrides) that contradict the checkpoint's shapes (one message listing every mismatch).
         """
         # lazily: reading a TF1 checkpoint needs TensorFlow, and `import torch_layers` must never import it
-        from tf_layers.checkpoint import read_tf1_checkpoint
+        from tf_layers.checkpoint import read_tf1_weights
 
-        everything = read_tf1_checkpoint(path)
-        prefix = MODEL_SCOPE + "/"
-        weights = {k[len(prefix):]: v for k, v in everything.items()
-                   if k.startswith(prefix) and not k.endswith(_EMA_SUFFIX)}
+        weights = read_tf1_weights(path, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema)
         if not weights:
             raise ValueError(f"Tacotron2.from_tf1_checkpoint: checkpoint {os.fspath(path)!r} holds no variable under "
                              f"{MODEL_SCOPE!r}.")
-        if use_ema:
-            shadows = {}
-            for k, v in everything.items():
-                if k.endswith(_EMA_SUFFIX) and prefix in k:
-                    base = k[: -len(_EMA_SUFFIX)]
-                    shadows[base[base.rindex(prefix) + len(prefix):]] = v  # also under a doubled scope
-            shadows = {k: v for k, v in shadows.items() if k in weights}
-            if not shadows:
-                raise ValueError(f"Tacotron2.from_tf1_checkpoint: use_ema=True but checkpoint {os.fspath(path)!r} holds "
-                                 "no '<variable>/ExponentialMovingAverage' shadow of the model's variables.")
-            weights.update(shadows)
-        shapes = {k: tuple(np.shape(v)) for k, v in weights.items()}
-        inferred = infer_hparams(shapes)
-        n_symbols = inferred.pop("n_symbols")
-        if hparams is None:
-            preset = "rtvc" if inferred.get("speaker_embedding_size") else "rayhane"
-            hp = resolve_hparams(preset, n_symbols, **{**inferred, **overrides})
-        else:
-            hp = resolve_hparams(hparams, n_symbols, **overrides)
-        problems = check_tf1_shapes(shapes, hp)
-        if problems:
-            raise ValueError(f"Tacotron2.from_tf1_checkpoint: the hparams contradict checkpoint {os.fspath(path)!r} "
-                             f"({len(problems)} mismatch(es)):\n" + "\n".join(f"  - {p}" for p in problems))
+        hp = checkpoint_hparams({k: tuple(np.shape(v)) for k, v in weights.items()}, hparams, overrides,
+                                source=f"checkpoint {os.fspath(path)!r}")
         model = cls(hp, device=device, dtype=dtype)
         model.load_tf1_weights(weights)
         return model.eval()

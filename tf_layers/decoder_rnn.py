@@ -17,7 +17,7 @@ from .zoneout_lstm_cell import (
 )
 
 
-def _layer_step(x, c, h, kernel, bias, z: float, keep_c, keep_h):
+def layer_step(x, c, h, kernel, bias, z: float, keep_c, keep_h):
     """One ``ZoneoutLSTMCell`` step of one layer with the TF1 kernel over ``concat([x, h])``."""
     c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, h], -1), kernel) + bias, c)
     return h_new, zoneout(c_new, c, z, keep_c), zoneout(h_new, h, z, keep_h)
@@ -48,7 +48,7 @@ def stacked_scan(gx0, w_hh0, kernels, biases, c0, h0, keep_c, keep_h, z: float):
         new_h = [zoneout(h_new, hs[0], z, None if kh is None else kh[0])]
         x = h_new
         for k in range(1, len(cs)):
-            x, c, h = _layer_step(x, cs[k], hs[k], kernels[k - 1], biases[k - 1], z,
+            x, c, h = layer_step(x, cs[k], hs[k], kernels[k - 1], biases[k - 1], z,
                                   None if kc is None else kc[k], None if kh is None else kh[k])
             new_c.append(c)
             new_h.append(h)
@@ -193,7 +193,7 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
             new_states = []
             for k in range(self.layers):
                 kc, kh = (None, None) if masks is None else masks[k]
-                x, c, h = _layer_step(x, states[k][0], states[k][1], kernels[k], biases[k], z, kc, kh)
+                x, c, h = layer_step(x, states[k][0], states[k][1], kernels[k], biases[k], z, kc, kh)
                 new_states.append((c, h))
             return x, tuple(new_states)
 

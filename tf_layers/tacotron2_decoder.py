@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
-from .decoder_rnn import DecoderRNN
+from .decoder_rnn import DecoderRNN, layer_step
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import LocationSensitiveAttention
 from .prenet import Prenet
@@ -247,10 +247,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         """Layers 2..L of the decoder LSTM stack (layer 1's new state already in ``cs[0]``, ``hs[0]``)."""
         new_c, new_h = [cs[0]], [hs[0]]
         for k in range(1, len(cs)):
-            c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, hs[k]], -1), w["kernels"][k]) + w["biases"][k], cs[k])
-            new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
-            new_h.append(zoneout(h_new, hs[k], z, None if keep_h is None else keep_h[k]))
-            x = h_new
+            x, c, h = layer_step(x, cs[k], hs[k], w["kernels"][k], w["biases"][k], z,
+                                 None if keep_c is None else keep_c[k], None if keep_h is None else keep_h[k])
+            new_c.append(c)
+            new_h.append(h)
         return x, tuple(new_c), tuple(new_h)
 
     def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False):

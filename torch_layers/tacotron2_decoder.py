@@ -32,7 +32,7 @@ from .location_sensitive_attention import (
 from .prenet import Prenet
 from .stop_projection import StopProjection
 from .tf1_exchange import TF1WeightsMixin
-from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates
+from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates, zoneout
 
 __all__ = ["Tacotron2Decoder", "decoder_loop", "flatten_noise_masks", "NOISE_MASK_KEYS"]
 
@@ -90,17 +90,6 @@ def flatten_noise_masks(noise_masks: Optional[dict[str, list[Tensor]]], block: s
 
 def _mask_error(block: str, key: str, doc: str, got: str) -> str:
     return block + ": argument `noise_masks['" + key + "']` must be " + doc + "; got " + got + "."
-
-
-def _zoneout(new: Tensor, prev: Tensor, factor: float, keep: Optional[Tensor]) -> Tensor:
-    """Zoneout with the tensor first in every product (TorchScript then needs no scalar-to-tensor copies):
-    training ``prev + keep * (new - prev)``, inference ``new * (1 - z) + prev * z`` (= TF1's ``(1 - z) * new +
-    z * prev`` bit for bit: products commute)."""
-    if keep is not None:
-        return prev + keep * (new - prev)
-    if factor == 0.0:
-        return new
-    return new * (1.0 - factor) + prev * factor
 
 
 @torch.jit.script
@@ -199,8 +188,8 @@ def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor],
                 mc = kc[k]
             if kh is not None:
                 mh = kh[k]
-            cs[k] = _zoneout(c_new, cs[k], zoneout_factor, mc)
-            hs[k] = _zoneout(h_new, hs[k], zoneout_factor, mh)
+            cs[k] = zoneout(c_new, cs[k], zoneout_factor, mc)
+            hs[k] = zoneout(h_new, hs[k], zoneout_factor, mh)
             x = h_new
         # location-sensitive attention, the new LSTM output as query, keys in (batch, units, T_in)
         s = state.unsqueeze(1)

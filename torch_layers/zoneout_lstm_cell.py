@@ -43,12 +43,13 @@ def lstm_from_gates(gates: Tensor, c_prev: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def zoneout(new: Tensor, prev: Tensor, factor: float, keep: Optional[Tensor]) -> Tensor:
-    """Training (``keep`` given): ``prev + keep * (new - prev)``; inference: ``(1 - z) * new + z * prev``."""
+    """Training (``keep`` given): ``prev + keep * (new - prev)``; inference: ``(1 - z) * new + z * prev``, written
+    tensor first (``new * (1 - z) + prev * z``, the same products) so TorchScript needs no scalar-to-tensor copies."""
     if keep is not None:
         return prev + keep * (new - prev)
     if factor == 0.0:
         return new
-    return (1.0 - factor) * new + factor * prev
+    return new * (1.0 - factor) + prev * factor
 
 
 def keep_masks(shape: list[int], factor: float, like: Tensor) -> Tensor:

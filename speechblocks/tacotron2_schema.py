@@ -12,11 +12,15 @@ from collections.abc import Mapping
 
 from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
-__all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "INFERABLE",
-           "ATTENTION_SCOPE"]
+__all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "is_regularized",
+           "INFERABLE", "ATTENTION_SCOPE", "MODEL_SCOPE", "REGULARIZATION_EXCLUDED", "conv_bn_shapes", "dense_shapes",
+           "lstm_shapes"]
 
 Shape = tuple[int, ...]
+MODEL_SCOPE = "Tacotron_model/inference"
 ATTENTION_SCOPE = "decoder/Location_Sensitive_Attention"
+#: substrings of a TF1 variable's full name that keep it out of ``add_loss``'s L2 regularisation (the original's list)
+REGULARIZATION_EXCLUDED = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
 
 #: hparams the variable shapes determine (the rest -- rates, stop rule, max_iters, masking, smoothing,
 #: cumulative weights, batch-norm position, clipping, loss settings -- come from the preset or the caller)
@@ -28,19 +32,26 @@ INFERABLE = ("n_symbols", "embedding_dim", "enc_conv_num_layers", "enc_conv_kern
              "cbhg_highwaynet_layers", "cbhg_highway_units", "cbhg_rnn_units")
 
 
-def _conv_bn(prefix: str, k: int, cin: int, cout: int) -> dict[str, Shape]:
+def is_regularized(tf1_name: str) -> bool:
+    """True when the original ``add_loss`` regularises the variable of this name (relative to :data:`MODEL_SCOPE`):
+    its full name contains none of :data:`REGULARIZATION_EXCLUDED`."""
+    full = f"{MODEL_SCOPE}/{tf1_name}"
+    return not any(s in full for s in REGULARIZATION_EXCLUDED)
+
+
+def conv_bn_shapes(prefix: str, k: int, cin: int, cout: int) -> dict[str, Shape]:
     return {f"{prefix}/conv1d/kernel": (k, cin, cout), f"{prefix}/conv1d/bias": (cout,),
             **{f"{prefix}/batch_normalization/{n}": (cout,) for n in ("gamma", "beta", "moving_mean", "moving_variance")}}
 
 
-def _dense(prefix: str, cin: int, cout: int, bias: bool = True) -> dict[str, Shape]:
+def dense_shapes(prefix: str, cin: int, cout: int, bias: bool = True) -> dict[str, Shape]:
     out = {f"{prefix}/kernel": (cin, cout)}
     if bias:
         out[f"{prefix}/bias"] = (cout,)
     return out
 
 
-def _lstm(prefix: str, cin: int, units: int) -> dict[str, Shape]:
+def lstm_shapes(prefix: str, cin: int, units: int) -> dict[str, Shape]:
     return {f"{prefix}/kernel": (cin + units, 4 * units), f"{prefix}/bias": (4 * units,)}
 
 
@@ -49,11 +60,11 @@ def tf1_variable_shapes(hp: Tacotron2HParams) -> dict[str, Shape]:
     out: dict[str, Shape] = {"inputs_embedding": (hp.n_symbols, hp.embedding_dim)}
     ch, cin = hp.enc_conv_channels, hp.embedding_dim
     for i in range(hp.enc_conv_num_layers):
-        out.update(_conv_bn(f"encoder_convolutions/conv_layer_{i + 1}_encoder_convolutions", hp.enc_conv_kernel_size,
+        out.update(conv_bn_shapes(f"encoder_convolutions/conv_layer_{i + 1}_encoder_convolutions", hp.enc_conv_kernel_size,
                             cin if i == 0 else ch, ch))
     u = hp.encoder_lstm_units
     for d in ("fw", "bw"):
-        out.update(_lstm(f"encoder_LSTM/bidirectional_rnn/{d}/encoder_{d}_LSTM", ch, u))
+        out.update(lstm_shapes(f"encoder_LSTM/bidirectional_rnn/{d}/encoder_{d}_LSTM", ch, u))
     mem, att = hp.memory_size, hp.attention_dim
     out["memory_layer/kernel"] = (mem, att)
     du = hp.decoder_lstm_units
@@ -67,37 +78,37 @@ def tf1_variable_shapes(hp: Tacotron2HParams) -> dict[str, Shape]:
     })
     prev = hp.num_mels
     for i, size in enumerate(hp.prenet_layers):
-        out.update(_dense(f"decoder/decoder_prenet/dense_{i + 1}", prev, size))
+        out.update(dense_shapes(f"decoder/decoder_prenet/dense_{i + 1}", prev, size))
         prev = size
     for k in range(hp.decoder_layers):
-        out.update(_lstm(f"decoder/decoder_LSTM/multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}",
+        out.update(lstm_shapes(f"decoder/decoder_LSTM/multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}",
                          hp.prenet_layers[-1] + mem if k == 0 else du, du))
     r, m = hp.outputs_per_step, hp.num_mels
-    out.update(_dense("decoder/linear_transform_projection/projection_linear_transform_projection", du + mem, m * r))
-    out.update(_dense("decoder/stop_token_projection/projection_stop_token_projection", du + mem, r))
+    out.update(dense_shapes("decoder/linear_transform_projection/projection_linear_transform_projection", du + mem, m * r))
+    out.update(dense_shapes("decoder/stop_token_projection/projection_stop_token_projection", du + mem, r))
     pch = hp.postnet_channels
     for j, i in enumerate(list(range(1, hp.postnet_num_layers)) + [5]):
-        out.update(_conv_bn(f"postnet_convolutions/conv_layer_{i}_postnet_convolutions", hp.postnet_kernel_size,
+        out.update(conv_bn_shapes(f"postnet_convolutions/conv_layer_{i}_postnet_convolutions", hp.postnet_kernel_size,
                             m if j == 0 else pch, pch))
-    out.update(_dense("postnet_projection/projection_postnet_projection", pch, m))
+    out.update(dense_shapes("postnet_projection/projection_postnet_projection", pch, m))
     if hp.predict_linear:
         s = "CBHG_postnet"
         for k in range(1, hp.cbhg_kernels + 1):
-            out.update(_conv_bn(f"{s}/conv_bank/conv1d_{k}", k, m, hp.cbhg_conv_channels))
+            out.update(conv_bn_shapes(f"{s}/conv_bank/conv1d_{k}", k, m, hp.cbhg_conv_channels))
         pk = hp.cbhg_projection_kernel_size
-        out.update(_conv_bn(f"{s}/proj1", pk, hp.cbhg_kernels * hp.cbhg_conv_channels, hp.cbhg_projection))
-        out.update(_conv_bn(f"{s}/proj2", pk, hp.cbhg_projection, m))
+        out.update(conv_bn_shapes(f"{s}/proj1", pk, hp.cbhg_kernels * hp.cbhg_conv_channels, hp.cbhg_projection))
+        out.update(conv_bn_shapes(f"{s}/proj2", pk, hp.cbhg_projection, m))
         hu, ru = hp.cbhg_highway_units, hp.cbhg_rnn_units
         if m != hu:
-            out.update(_dense(f"{s}/dense", m, hu))
+            out.update(dense_shapes(f"{s}/dense", m, hu))
         for n in range(1, hp.cbhg_highwaynet_layers + 1):
-            out.update(_dense(f"{s}/{s}_highwaynet_{n}/H", hu, hu))
-            out.update(_dense(f"{s}/{s}_highwaynet_{n}/T", hu, hu))
+            out.update(dense_shapes(f"{s}/{s}_highwaynet_{n}/H", hu, hu))
+            out.update(dense_shapes(f"{s}/{s}_highwaynet_{n}/T", hu, hu))
         for d, name in (("fw", "forward"), ("bw", "backward")):
             cell = f"{s}/bidirectional_rnn/{d}/{s}_{name}_RNN"
-            out.update(_dense(f"{cell}/gates", hu + ru, 2 * ru))
-            out.update(_dense(f"{cell}/candidate", hu + ru, ru))
-        out.update(_dense("cbhg_linear_specs_projection/projection_cbhg_linear_specs_projection", 2 * ru,
+            out.update(dense_shapes(f"{cell}/gates", hu + ru, 2 * ru))
+            out.update(dense_shapes(f"{cell}/candidate", hu + ru, ru))
+        out.update(dense_shapes("cbhg_linear_specs_projection/projection_cbhg_linear_specs_projection", 2 * ru,
                           hp.num_freq))
     return out
 

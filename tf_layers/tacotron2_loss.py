@@ -3,17 +3,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from speechblocks.tacotron2_schema import is_regularized
+
 from .masked_losses import masked_linear_loss, masked_mse, masked_sigmoid_cross_entropy
-
-#: substrings of a TF1 variable name that exclude it from the L2 regularisation (the original's list)
-REGULARIZATION_EXCLUDED = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
-TF1_MODEL_SCOPE = "Tacotron_model/inference/"
-
-
-def regularized(tf1_name: str) -> bool:
-    """True when the original regularises the variable of this TF1 name (relative to the inference scope)."""
-    full = TF1_MODEL_SCOPE + tf1_name
-    return not any(s in full for s in REGULARIZATION_EXCLUDED)
 
 
 def _f32(x):
@@ -88,7 +80,7 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
             linear = zero
     before, after, stop, linear = (tf.cast(x, dtype) for x in (before, after, stop, linear))
     terms = [tf.reduce_sum(tf.square(tf.cast(v, dtype))) / 2 for name, v in model.tf1_trainable_variables().items()
-             if regularized(name)]
+             if is_regularized(name)]
     regularization = tf.cast(hp.reg_weight, dtype) * (tf.add_n(terms) if terms else zero)
     loss = before + after + stop + regularization + linear
     return dict(before_loss=before, after_loss=after, stop_token_loss=stop, linear_loss=linear,

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
+from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
 from ._validation import check_float_tensor
 from .cbhg import CBHG
@@ -20,12 +21,7 @@ from .postnet import Postnet
 from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
-__all__ = ["Tacotron2", "MODEL_SCOPE", "REGULARIZATION_EXCLUDES"]
-
-#: the scope every TF1 Tacotron-2 checkpoint holds the model's variables under
-MODEL_SCOPE = "Tacotron_model/inference"
-#: ``add_loss`` regularises the trainable variables whose full TF1 name contains none of these
-REGULARIZATION_EXCLUDES = ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")
+__all__ = ["Tacotron2", "MODEL_SCOPE"]
 
 
 class Tacotron2(TF1WeightsMixin, nn.Module):
@@ -260,9 +256,9 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     @torch.jit.unused
     def regularized_parameters(self) -> dict[str, Tensor]:
         """The parameters ``add_loss`` regularises: trainable variables whose full TF1 name
-        (``Tacotron_model/inference/<name>``) contains none of :data:`REGULARIZATION_EXCLUDES`."""
+        (``Tacotron_model/inference/<name>``) contains none of ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
         return {k: v.tensor for k, v in self.tf1_trainable_variables().items()
-                if not any(word in f"{MODEL_SCOPE}/{k}" for word in REGULARIZATION_EXCLUDES)}
+                if is_regularized(k)}
 
     @classmethod
     def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *, device=None,

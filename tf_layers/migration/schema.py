@@ -19,6 +19,8 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 
+from speechblocks.tacotron2_schema import conv_bn_shapes, dense_shapes, lstm_shapes
+
 Shape = tuple[int, ...]
 
 __all__ = ["BlockKind", "BLOCK_KINDS", "BLOCK_PATHS", "ConfigInferenceError", "NoTacotronBlocksError",
@@ -64,25 +66,6 @@ def _indices(shapes: Mapping[str, Shape], pattern: str) -> list[int]:
     return sorted({int(m.group(1)) for k in shapes for m in [rx.fullmatch(k)] if m})
 
 
-def _conv_bn(prefix: str, k: int, cin: int, cout: int) -> dict[str, Shape]:
-    return {
-        f"{prefix}/conv1d/kernel": (k, cin, cout),
-        f"{prefix}/conv1d/bias": (cout,),
-        f"{prefix}/batch_normalization/gamma": (cout,),
-        f"{prefix}/batch_normalization/beta": (cout,),
-        f"{prefix}/batch_normalization/moving_mean": (cout,),
-        f"{prefix}/batch_normalization/moving_variance": (cout,),
-    }
-
-
-def _dense(prefix: str, cin: int, cout: int) -> dict[str, Shape]:
-    return {f"{prefix}/kernel": (cin, cout), f"{prefix}/bias": (cout,)}
-
-
-def _lstm(prefix: str, cin: int, units: int) -> dict[str, Shape]:
-    return {f"{prefix}/kernel": (cin + units, 4 * units), f"{prefix}/bias": (4 * units,)}
-
-
 def _contiguous(indices: list[int], what: str) -> int:
     if not indices:
         raise ConfigInferenceError([f"no {what} found"])
@@ -101,7 +84,7 @@ def _infer_encoder_convolutions(s, scope):
 def _expect_encoder_convolutions(c, cin, scope):
     out = {}
     for i in range(c["num_layers"]):
-        out.update(_conv_bn(f"conv_layer_{i + 1}_{scope}", c["kernel_size"], cin if i == 0 else c["channels"],
+        out.update(conv_bn_shapes(f"conv_layer_{i + 1}_{scope}", c["kernel_size"], cin if i == 0 else c["channels"],
                             c["channels"]))
     return out
 
@@ -117,7 +100,7 @@ def _infer_encoder_rnn(s, scope):
 def _expect_encoder_rnn(c, cin, scope):
     out = {}
     for d in ("fw", "bw"):
-        out.update(_lstm(f"bidirectional_rnn/{d}/encoder_{d}_LSTM", cin, c["size"]))
+        out.update(lstm_shapes(f"bidirectional_rnn/{d}/encoder_{d}_LSTM", cin, c["size"]))
     return out
 
 
@@ -130,7 +113,7 @@ def _infer_prenet(s, scope):
 def _expect_prenet(c, cin, scope):
     out, prev = {}, cin
     for i, size in enumerate(c["layers_sizes"]):
-        out.update(_dense(f"dense_{i + 1}", prev, size))
+        out.update(dense_shapes(f"dense_{i + 1}", prev, size))
         prev = size
     return out
 
@@ -151,7 +134,7 @@ def _infer_decoder_rnn(s, scope):
 def _expect_decoder_rnn(c, cin, scope):
     out = {}
     for i in range(c["layers"]):
-        out.update(_lstm(f"multi_rnn_cell/cell_{i}/decoder_LSTM_{i + 1}", cin if i == 0 else c["size"], c["size"]))
+        out.update(lstm_shapes(f"multi_rnn_cell/cell_{i}/decoder_LSTM_{i + 1}", cin if i == 0 else c["size"], c["size"]))
     return out
 
 
@@ -166,7 +149,7 @@ def _infer_stop_projection(s, scope):
 
 
 def _expect_projection(c, cin, scope):
-    return _dense(f"projection_{scope}", cin, c["shape"])
+    return dense_shapes(f"projection_{scope}", cin, c["shape"])
 
 
 def _postnet_indices(n: int) -> list[int]:
@@ -189,7 +172,7 @@ def _infer_postnet(s, scope):
 def _expect_postnet(c, cin, scope):
     out = {}
     for j, i in enumerate(_postnet_indices(c["num_layers"])):
-        out.update(_conv_bn(f"conv_layer_{i}_{scope}", c["kernel_size"], cin if j == 0 else c["channels"],
+        out.update(conv_bn_shapes(f"conv_layer_{i}_{scope}", c["kernel_size"], cin if j == 0 else c["channels"],
                             c["channels"]))
     return out
 
@@ -212,21 +195,21 @@ def _infer_cbhg(s, scope):
 def _expect_cbhg(c, cin, scope):
     out = {}
     for k in range(1, c["K"] + 1):
-        out.update(_conv_bn(f"conv_bank/conv1d_{k}", k, cin, c["conv_channels"]))
+        out.update(conv_bn_shapes(f"conv_bank/conv1d_{k}", k, cin, c["conv_channels"]))
     p0, p1 = c["projections"]
     pk = c["projection_kernel_size"]
-    out.update(_conv_bn("proj1", pk, c["K"] * c["conv_channels"], p0))
-    out.update(_conv_bn("proj2", pk, p0, p1))
+    out.update(conv_bn_shapes("proj1", pk, c["K"] * c["conv_channels"], p0))
+    out.update(conv_bn_shapes("proj2", pk, p0, p1))
     hu, ru = c["highway_units"], c["rnn_units"]
     if p1 != hu:  # the dimension-fix dense (DESIGN §4)
-        out.update(_dense("dense", p1, hu))
+        out.update(dense_shapes("dense", p1, hu))
     for n in range(1, c["n_highwaynet_layers"] + 1):
-        out.update(_dense(f"{scope}_highwaynet_{n}/H", hu, hu))
-        out.update(_dense(f"{scope}_highwaynet_{n}/T", hu, hu))
+        out.update(dense_shapes(f"{scope}_highwaynet_{n}/H", hu, hu))
+        out.update(dense_shapes(f"{scope}_highwaynet_{n}/T", hu, hu))
     for d, name in (("fw", "forward"), ("bw", "backward")):
         cell = f"bidirectional_rnn/{d}/{scope}_{name}_RNN"
-        out.update(_dense(f"{cell}/gates", hu + ru, 2 * ru))
-        out.update(_dense(f"{cell}/candidate", hu + ru, ru))
+        out.update(dense_shapes(f"{cell}/gates", hu + ru, 2 * ru))
+        out.update(dense_shapes(f"{cell}/candidate", hu + ru, ru))
     return out
 
 

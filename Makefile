@@ -12,7 +12,8 @@ install: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py
+	$(PIP) install --quiet $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py \
+		matplotlib unidecode inflect
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP)
 

@@ -32,8 +32,8 @@ _WRAPPER = ("import resource, subprocess, sys, time\n"
 # what each migration imports, and nothing else: the Keras path never imports torch
 _CLASSES = "('EncoderConvolutions', 'EncoderRNN', 'Prenet', 'DecoderRNN', 'FrameProjection', 'StopProjection', 'Postnet', 'CBHG')"
 _BASELINE = {
-    "keras": f"import tensorflow, h5py, tf_layers, tf_layers.migration; [getattr(tf_layers, n) for n in {_CLASSES}]",
-    "torch": (f"import tensorflow, torch, tf_layers.migration, torch_layers, torch_layers.migrated; "
+    "keras": f"import tensorflow, h5py, tf_layers, speechblocks.migration; [getattr(tf_layers, n) for n in {_CLASSES}]",
+    "torch": (f"import tensorflow, torch, speechblocks.migration, torch_layers, torch_layers.migrated; "
               f"[getattr(torch_layers, n) for n in {_CLASSES}]"),
 }
 
@@ -72,11 +72,11 @@ def main() -> None:
             rc, base_rss, base_s = _measure([sys.executable, "-c", _BASELINE[to]])
             assert rc == 0, "baseline import failed"
             print(f"baseline --to {to}: importing what the migration imports: peak RSS {base_rss:.0f} MiB, {base_s:.1f} s")
-            argv = [sys.executable, "-m", "parity_tests.cli", "migrate", ckpt, "--to", to, os.path.join(d, out)]
+            argv = [sys.executable, "-m", "speechblocks.cli", "migrate", ckpt, "--to", to, os.path.join(d, out)]
             rc, rss, seconds = _measure(argv)
             assert rc == 0, f"migrate --to {to} failed"
             t1 = time.perf_counter()
-            from tf_layers.migration import migrate_checkpoint
+            from speechblocks.migration import migrate_checkpoint
 
             migrate_checkpoint(ckpt, to, os.path.join(d, "inproc_" + out))
             t_in = time.perf_counter() - t1

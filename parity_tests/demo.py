@@ -109,7 +109,8 @@ def _step(msg: str) -> None:
 
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from .cli import main as cli_main
+    from speechblocks.cli import main as cli_main
+
     from .reference import run_legacy
 
     t0 = time.perf_counter()

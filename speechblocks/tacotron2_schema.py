@@ -14,7 +14,7 @@ from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
 __all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "is_regularized",
            "INFERABLE", "ATTENTION_SCOPE", "MODEL_SCOPE", "REGULARIZATION_EXCLUDED", "conv_bn_shapes", "dense_shapes",
-           "lstm_shapes"]
+           "lstm_shapes", "MODEL_BLOCK_ATTRIBUTES", "MODEL_PARTS", "model_block", "parameters_by_part", "matching_preset"]
 
 Shape = tuple[int, ...]
 MODEL_SCOPE = "Tacotron_model/inference"
@@ -268,3 +268,66 @@ def checkpoint_hparams(shapes: Mapping[str, Shape], hparams=None, overrides: Map
         raise ValueError(f"the hparams contradict {source} ({len(problems)} mismatch(es)):\n"
                          + "\n".join(f"  - {p}" for p in problems))
     return hp
+
+
+#: the blocks of the whole model: ``{block path (relative to MODEL_SCOPE): attribute path}`` -- the same attribute
+#: names in the Keras model and the torch module (``model.decoder.prenet`` ...); the CBHG pair only with
+#: ``predict_linear``
+MODEL_BLOCK_ATTRIBUTES = {
+    "encoder_convolutions": "encoder_convolutions",
+    "encoder_LSTM": "encoder_lstm",
+    "decoder/decoder_prenet": "decoder.prenet",
+    "decoder/decoder_LSTM": "decoder.decoder_lstm",
+    ATTENTION_SCOPE: "decoder.attention",
+    "decoder/linear_transform_projection": "decoder.frame_projection",
+    "decoder/stop_token_projection": "decoder.stop_projection",
+    "postnet_convolutions": "postnet",
+    "postnet_projection": "postnet_projection",
+    "CBHG_postnet": "post_cbhg",
+    "cbhg_linear_specs_projection": "linear_projection",
+}
+
+#: the parts ``speechblocks inspect`` counts parameters by: ``(part, name prefixes)``
+MODEL_PARTS = (
+    ("embedding", ("inputs_embedding",)),
+    ("encoder", ("encoder_convolutions/", "encoder_LSTM/")),
+    ("attention", ("memory_layer/", ATTENTION_SCOPE + "/")),
+    ("decoder", ("decoder/",)),
+    ("postnet", ("postnet_convolutions/", "postnet_projection/")),
+    ("post-CBHG (linear)", ("CBHG_postnet/", "cbhg_linear_specs_projection/")),
+)
+
+
+def model_block(model, block_path: str):
+    """The block object of ``model`` (Keras or torch Tacotron2) at ``block_path`` (:data:`MODEL_BLOCK_ATTRIBUTES`)."""
+    obj = model
+    for attr in MODEL_BLOCK_ATTRIBUTES[block_path].split("."):
+        obj = getattr(obj, attr)
+    return obj
+
+
+def parameters_by_part(shapes: Mapping[str, Shape]) -> dict[str, int]:
+    """Number of scalars per part of the model (:data:`MODEL_PARTS`), from ``{relative name: shape}``; a part
+    without variables is left out, names of no part count as ``"other"``."""
+    out: dict[str, int] = {}
+    for name, shape in shapes.items():
+        n = 1
+        for d in shape:
+            n *= int(d)
+        part = next((p for p, prefixes in MODEL_PARTS if any(name.startswith(x) for x in prefixes)), "other")
+        out[part] = out.get(part, 0) + n
+    return {p: out[p] for p, _ in MODEL_PARTS + (("other", ()),) if p in out}
+
+
+def matching_preset(shapes: Mapping[str, Shape]) -> str | None:
+    """The preset (``"rtvc"``, ``"rayhane"``) whose default sizes produce exactly these variables, else ``None``."""
+    from .tacotron2_hparams import TACOTRON2_PRESETS
+
+    try:
+        n_symbols = infer_hparams(shapes)["n_symbols"]
+    except (ValueError, KeyError):
+        return None
+    for name in TACOTRON2_PRESETS:
+        if not check_tf1_shapes(shapes, resolve_hparams(name, n_symbols)):
+            return name
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -18,13 +19,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from parity_tests.cli import main as cli_main
 from parity_tests.demo import legacy_model_spec, parity_rows
 from parity_tests.legacy.builders_model import model_configs
 from parity_tests.reference import run_legacy
 from parity_tests.report import format_table
+from speechblocks.cli import main as cli_main
+from speechblocks.migration import (
+    MigrationError,
+    NoTacotronBlocksError,
+    inspect_checkpoint,
+    migrate_checkpoint,
+)
 from tf_layers.checkpoint import load_migrated, read_tf1_checkpoint
-from tf_layers.migration import MigrationError, NoTacotronBlocksError, inspect_checkpoint, migrate_checkpoint
 
 PREFIX = "Tacotron_model/inference/"
 RTVC_BLOCKS = ["decoder/decoder_prenet", "decoder/decoder_LSTM", "decoder/linear_transform_projection",
@@ -169,7 +175,14 @@ def test_inspect_infers_every_block_config(variant):
         assert b.input_size == truth[b.path]["input_size"], b.path
         assert b.config == truth[b.path]["config"], b.path
         assert b.problems == []
-    assert {n[len(PREFIX):] for n, _ in inv.unmigrated} == UNMIGRATED
+    if variant == "rayhane":  # every variable of a Tacotron-2: the whole model migrates, nothing is left over
+        assert inv.model is not None and inv.model.complete and inv.model.preset == "rayhane"
+        assert inv.model.inferred["n_symbols"] == 66 and inv.model.inferred["outputs_per_step"] == 1
+        assert inv.unmigrated == []
+    else:  # the decoder blocks and the attention only: an incomplete model, migrated block by block
+        assert inv.model is not None and not inv.model.complete
+        assert any("encoder_convolutions" in p for p in inv.model.problems)
+        assert {n[len(PREFIX):] for n, _ in inv.unmigrated} == UNMIGRATED
     # the Adam step left m and v slots of every trained variable, plus beta powers
     slots = [n for n, _ in inv.optimizer if n.endswith(("/Adam", "/Adam_1"))]
     trained = [n for b in inv.blocks for n in b.variables.values() if "moving_" not in n]
@@ -183,6 +196,13 @@ def test_inspect_reports_the_cbhg_dimension_fix(capsys):
     assert "K=8, conv_channels=128, pool_size=2, projections=[256, 80], projection_kernel_size=3" in out
     assert "dimension-fix dense: yes (projections[-1]=80, highway_units=128)" in out
     assert "outputs_per_step (from the stop projection): 1" in out
+    assert "whole model: Tacotron-2 (complete)" in out
+    assert ("Rayhane (no speaker embedding); preset rayhane; r (outputs_per_step)=1, speaker_embedding_size=0, "
+            "n_symbols=66, num_mels=80, predict_linear=True") in out
+    # parameters per part, by hand from DESIGN §6's sizes: embedding 66 x 512; attention: memory layer 512 x 128,
+    # query 1024 x 128, location conv 31 x 1 x 32 + 32, location layer 32 x 128, v 128, bias 128
+    assert "embedding 33,792" in out
+    assert f"attention {512 * 128 + 1024 * 128 + 31 * 32 + 32 + 32 * 128 + 128 + 128:,d}" in out
 
 
 def test_inspect_reports_outputs_per_step_and_sizes(capsys):
@@ -203,8 +223,11 @@ def migrated(variant, tmp_root):
     keras_file = os.path.join(tmp_root, f"{variant}.weights.h5")
     torch_file = os.path.join(tmp_root, f"{variant}.pt")
     before = checksum(res.checkpoint)
-    assert cli_main(["migrate", res.checkpoint, "--to", "keras", keras_file]) == 0
-    assert cli_main(["migrate", res.checkpoint, "--to", "torch", torch_file]) == 0
+    # the legacy graph builds every block with the seed's batch norm position (before the activation); a whole
+    # Rayhane model defaults to its final hparams' "after", which the shapes cannot tell: say so, as a user would
+    extra = ["--set", "batch_norm_position=before"] if variant == "rayhane" else []
+    assert cli_main(["migrate", res.checkpoint, "--to", "keras", keras_file] + extra) == 0
+    assert cli_main(["migrate", res.checkpoint, "--to", "torch", torch_file] + extra) == 0
     assert checksum(res.checkpoint) == before, "migration modified the input checkpoint"
     return keras_file, torch_file
 
@@ -220,7 +243,12 @@ def test_migrated_blocks_match_tf1_graph(variant, tmp_root):
 
     keras_file, torch_file = migrated(variant, tmp_root)
     res = legacy()[variant]
-    assert_parity(res, load_migrated(keras_file), torch_layers.load_migrated(torch_file), list(res.spec.config["blocks"]))
+    keras_blocks, torch_blocks = load_migrated(keras_file), torch_layers.load_migrated(torch_file)
+    if variant == "rayhane":  # a whole model: its blocks, the attention included, come from the rebuilt Tacotron2
+        attention = "decoder/Location_Sensitive_Attention"
+        assert type(keras_blocks.pop(attention)).__name__ == type(torch_blocks.pop(attention)).__name__ == (
+            "LocationSensitiveAttention")
+    assert_parity(res, keras_blocks, torch_blocks, list(res.spec.config["blocks"]))
 
 
 def test_migrated_files_are_plain_and_complete(tmp_root):
@@ -230,8 +258,9 @@ def test_migrated_files_are_plain_and_complete(tmp_root):
     keras_file, torch_file = migrated("rayhane", tmp_root)
     raw = read_tf1_checkpoint(legacy()["rayhane"].checkpoint, prefix=PREFIX)
     payload = torch.load(torch_file, weights_only=True)  # plain tensors and strings only
-    assert payload["speechblocks_format"] == "speechblocks.migrated.torch"
-    assert all(isinstance(t, torch.Tensor) for sd in payload["state_dicts"].values() for t in sd.values())
+    assert payload["speechblocks_format"] == "speechblocks.migrated.torch" and payload["format_version"] == 2
+    assert all(isinstance(t, torch.Tensor) for t in payload["model_state_dict"].values())
+    assert json.loads(payload["model"])["hparams"]["outputs_per_step"] == 1
     with h5py.File(keras_file, "r") as f:
         n = 0
         for path in model_configs("rayhane")["blocks"]:
@@ -240,7 +269,10 @@ def test_migrated_files_are_plain_and_complete(tmp_root):
             for k in keys:  # every stored value is the checkpoint's, bit for bit
                 np.testing.assert_array_equal(group[k][()], raw[f"{path}/{k}"])
             n += len(keys)
-    assert n == len(raw) - len(UNMIGRATED)  # every block variable, and only those
+        assert n == len(raw) - len(UNMIGRATED)  # every block variable
+        for name in UNMIGRATED:  # and the rest of the model: embedding, memory layer, attention
+            np.testing.assert_array_equal(f[name][()], raw[name])
+        assert len(datasets(f)) == len(raw)  # and nothing else
 
 
 def test_progress_lines_and_report(tmp_root, capsys):
@@ -377,7 +409,7 @@ def test_strict_failure_lists_every_problem(small_variables, tmp_path, capsys):
 
 
 def test_failure_while_writing_leaves_no_partial_file(tmp_path, monkeypatch):
-    from tf_layers.migration import migrate as migrate_module
+    from speechblocks.migration import migrate as migrate_module
 
     def broken(self, path, data):
         raise OSError("disk full")
@@ -390,7 +422,7 @@ def test_failure_while_writing_leaves_no_partial_file(tmp_path, monkeypatch):
 
 
 def test_missing_path_exit_code_2_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "parity_tests.cli", "inspect", str(tmp_path / "nope.ckpt")],
+    proc = subprocess.run([sys.executable, "-m", "speechblocks.cli", "inspect", str(tmp_path / "nope.ckpt")],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 2
@@ -434,9 +466,9 @@ def test_loaders_refuse_the_other_format(tmp_root):
     import torch_layers
 
     keras_file, torch_file = migrated("rtvc", tmp_root)
-    with pytest.raises(ValueError, match="not a migrated Keras file"):
+    with pytest.raises(ValueError, match="is a torch file .*read it with torch_layers"):
         load_migrated(torch_file)
-    with pytest.raises(ValueError, match="not a readable migrated torch file"):
+    with pytest.raises(ValueError, match="is a Keras file .*tf_layers.checkpoint.load_migrated"):
         torch_layers.load_migrated(keras_file)
     with pytest.raises(FileNotFoundError):
         torch_layers.load_migrated(keras_file + ".missing")
@@ -465,7 +497,7 @@ def test_checkpoint_directory_and_index_path_are_accepted(small_variables, tmp_p
 
 @pytest.mark.parametrize("strict", [True, False])
 def test_a_block_refusing_its_weights(strict, tmp_path, monkeypatch):
-    from tf_layers.migration import migrate as migrate_module
+    from speechblocks.migration import migrate as migrate_module
 
     real = migrate_module._build_keras
 

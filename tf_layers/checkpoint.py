@@ -1,5 +1,5 @@
 """Reading TF1 checkpoints under Keras 3 (``tf.train.load_checkpoint``), loading them into blocks, and
-migrating whole Tacotron-2 checkpoints (the machinery lives in :mod:`tf_layers.migration`).
+migrating whole Tacotron-2 checkpoints (the machinery lives in :mod:`speechblocks.migration`).
 
 * :func:`read_tf1_checkpoint` / :func:`load_tf1_checkpoint`: one block at a time.
 * :func:`inspect_checkpoint`: every Tacotron-2 block a checkpoint holds, with its inferred config.
@@ -10,32 +10,21 @@ migrating whole Tacotron-2 checkpoints (the machinery lives in :mod:`tf_layers.m
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 
-# the migration machinery (tf_layers/migration/); importing it imports no framework
-from .migration import (
+# the migration machinery (speechblocks.migration, framework-free); importing it imports no framework
+from speechblocks.migration import (
     MigrationError,
     NoTacotronBlocksError,
     inspect_checkpoint,
+    is_optimizer_variable,
     load_migrated,
     migrate_checkpoint,
 )
 
 __all__ = ["read_tf1_checkpoint", "read_tf1_weights", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
            "migrate_checkpoint", "load_migrated", "MigrationError", "NoTacotronBlocksError"]
-
-_OPTIMIZER_PATTERNS = (
-    re.compile(r"(^|/)(Adam|Adam_\d+|Momentum|RMSProp|RMSProp_\d+|Adagrad|Adadelta|Adadelta_\d+)$"),
-    re.compile(r"(^|/)(global_step|beta1_power|beta2_power)(_\d+)?$"),
-)
-
-
-def is_optimizer_variable(name: str) -> bool:
-    """True for optimizer state: ``.../Adam``, ``.../Adam_1``, ``beta1_power``, ``global_step`` ..."""
-    return any(p.search(name) for p in _OPTIMIZER_PATTERNS)
-
 
 def _norm_prefix(prefix: str) -> str:
     prefix = (prefix or "").strip("/")

@@ -1,7 +1,9 @@
-"""``torch_layers.load_migrated``: the torch side of ``speechblocks migrate --to torch``.
+"""``torch_layers.load_migrated`` and ``Tacotron2.from_migrated``: the torch side of ``speechblocks migrate``.
 
 Reads the ``.pt`` file the migration writes (``torch.load(weights_only=True)`` only: plain dicts, strings,
-ints and tensors) and rebuilds ``{block_path: module}``. Never imports tensorflow.
+ints and tensors) and rebuilds ``{block_path: module}`` or the whole model; the whole model of a Keras
+``.weights.h5`` file is read too (h5py: its tensors are in the TF1 layout ``load_tf1_weights`` takes). Never
+imports tensorflow.
 """
 from __future__ import annotations
 
@@ -12,10 +14,17 @@ import os
 import torch
 from torch import nn
 
-__all__ = ["load_migrated", "TORCH_FORMAT", "FORMAT_VERSION"]
+from speechblocks.migration.migrated_file import (
+    FORMAT_VERSION,
+    TORCH_FORMAT,
+    check_version,
+    file_kind,
+    model_hparams,
+    read_keras_file,
+)
+from speechblocks.tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, model_block
 
-TORCH_FORMAT = "speechblocks.migrated.torch"
-FORMAT_VERSION = 1
+__all__ = ["load_migrated", "load_migrated_model", "TORCH_FORMAT", "FORMAT_VERSION"]
 
 # the classes a migrated file may name; anything else is refused (the file never chooses code to run)
 _BLOCK_CLASSES = frozenset({"EncoderConvolutions", "EncoderRNN", "Prenet", "DecoderRNN", "FrameProjection",
@@ -49,7 +58,9 @@ def load_migrated(path: str | os.PathLike, map_location: str | torch.device = "c
     Returns:
         ``{block_path: module}`` -- every module built from its stored config, its state dict loaded,
         in ``eval()`` mode, keyed by the block paths relative to ``Tacotron_model/inference/``
-        (``"encoder_convolutions"``, ``"decoder/decoder_LSTM"``, ``"CBHG_postnet"``, ...).
+        (``"encoder_convolutions"``, ``"decoder/decoder_LSTM"``, ``"CBHG_postnet"``, ...). For a whole-model
+        file the modules are the blocks of the rebuilt ``Tacotron2`` (``decoder/Location_Sensitive_Attention``
+        included).
 
     Raises:
         FileNotFoundError: no such file.
@@ -60,19 +71,11 @@ def load_migrated(path: str | os.PathLike, map_location: str | torch.device = "c
         >>> mel = blocks["postnet_convolutions"](torch.zeros(1, 10, 80))  # doctest: +SKIP
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"migrated file {path!r} does not exist")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # not a torch file, or a truncated one
-        raise ValueError(f"{path!r} is not a readable migrated torch file ({type(e).__name__}); a Keras "
-                         ".weights.h5 file is read by tf_layers.checkpoint.load_migrated") from None
-    if not isinstance(payload, dict) or payload.get("speechblocks_format") != TORCH_FORMAT:
-        raise ValueError(f"{path!r} is not a migrated torch file (no speechblocks_format {TORCH_FORMAT!r})")
-    if int(payload.get("format_version", -1)) > FORMAT_VERSION:
-        raise ValueError(f"{path!r} has format version {payload['format_version']}, newer than this library's "
-                         f"{FORMAT_VERSION}")
+    payload = _read_payload(path, map_location)
     table = _table(payload, path)
+    if payload.get("model") is not None:
+        model = _model_from_payload(payload, path, None, None).to(map_location)
+        return {p: model_block(model, p) for p in MODEL_BLOCK_ATTRIBUTES if _maybe_block(model, p) is not None}
     state_dicts = payload.get("state_dicts") or {}
     package = importlib.import_module("torch_layers")
     blocks: dict[str, nn.Module] = {}
@@ -84,3 +87,77 @@ def load_migrated(path: str | os.PathLike, map_location: str | torch.device = "c
         module.load_state_dict(state_dicts[block_path], strict=strict)
         blocks[block_path] = module.to(map_location).eval()
     return blocks
+
+
+def _read_payload(path: str, map_location) -> dict:
+    if file_kind(path) == "keras":
+        raise ValueError(f"{path!r} is a Keras file (written by `speechblocks migrate --to keras`): read its blocks "
+                         "with tf_layers.checkpoint.load_migrated (its whole model also with "
+                         "torch_layers.Tacotron2.from_migrated)")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # a truncated file, or a pickle that is not plain data
+        raise ValueError(f"{path!r} is not a readable migrated torch file ({type(e).__name__}); a Keras "
+                         ".weights.h5 file is read by tf_layers.checkpoint.load_migrated") from None
+    if not isinstance(payload, dict) or payload.get("speechblocks_format") != TORCH_FORMAT:
+        raise ValueError(f"{path!r} is not a migrated torch file (no speechblocks_format {TORCH_FORMAT!r})")
+    check_version(payload.get("format_version", -1), path)
+    return payload
+
+
+def _maybe_block(model, block_path: str):
+    try:
+        return model_block(model, block_path)
+    except AttributeError:
+        return None
+
+
+def _model_from_payload(payload: dict, path: str, hparams, overrides, cls=None):
+    if cls is None:
+        cls = importlib.import_module("torch_layers").Tacotron2
+    state = payload.get("model_state_dict")
+    if not isinstance(state, dict):
+        raise ValueError(f"{path!r}: the whole model's state dict is missing")
+    hp = model_hparams(payload.get("model"), None, path, hparams, overrides)
+    model = cls(hp)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise ValueError(f"{path!r}: its state dict does not fit the stored hparams: {str(e).splitlines()[0]} "
+                         "(the file is damaged)") from None
+    return model.eval()
+
+
+def load_migrated_model(path: str | os.PathLike, hparams=None, overrides: dict | None = None,
+                        map_location: str | torch.device = "cpu", cls=None):
+    """``torch_layers.Tacotron2.from_migrated``: the whole model of a migrated ``.pt`` or ``.weights.h5`` file.
+
+    Args:
+        path: a file ``speechblocks migrate`` wrote from a checkpoint holding the whole Tacotron-2.
+        hparams: replaces the stored hparams (a preset name, mapping or ``Tacotron2HParams``; sizes must agree).
+        overrides: hparams by original name applied last (e.g. ``{"tacotron_dropout_rate": 0.0}``).
+        map_location: where the tensors go.
+        cls: the class to build (a subclass of ``Tacotron2``).
+
+    Returns:
+        the model in ``eval()`` mode.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a migrated file, a file of blocks only, damage, or hparams contradicting the tensors.
+    """
+    path = os.fspath(path)
+    if file_kind(path) == "keras":
+        from speechblocks.migration.migrate import read_block_table
+
+        mf = read_keras_file(path, read_block_table)
+        hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
+        model = (cls or importlib.import_module("torch_layers").Tacotron2)(hp)
+        model.load_tf1_weights(mf.weights, strict=True)
+        return model.to(map_location).eval()
+    payload = _read_payload(path, map_location)
+    _table(payload, path)
+    if payload.get("model") is None:
+        raise ValueError(f"{path!r} holds Tacotron-2 blocks, not a whole model (the checkpoint it was migrated from "
+                         "had only some blocks): read its blocks with torch_layers.load_migrated")
+    return _model_from_payload(payload, path, hparams, overrides, cls).to(map_location)

@@ -1,6 +1,6 @@
 """Legacy builder of a whole Tacotron-2 model's blocks (``Tacotron2Model``), for the migration tests.
 
-Every block of :data:`tf_layers.migration.schema.BLOCK_KINDS` is built with the legacy TF1 graph
+Every block of :data:`speechblocks.migration.schema.BLOCK_KINDS` is built with the legacy TF1 graph
 functions under its real scope (``Tacotron_model/inference/<block path>``), each on its own input
 (``"<block path>/inputs"``, plus ``"encoder_LSTM/input_lengths"`` / ``"CBHG_postnet/input_lengths"``),
 so every block's output can be compared with its migrated Keras and torch twins. Plain variables for

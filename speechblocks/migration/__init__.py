@@ -1,4 +1,4 @@
-"""Migration of legacy TF1 Tacotron-2 checkpoints to Keras and PyTorch (``speechblocks inspect`` / ``migrate``).
+"""Migration of legacy TF1 Tacotron-2 checkpoints to Keras and PyTorch (``speechblocks inspect`` / ``migrate``; framework-free).
 
 * :mod:`.schema` -- which blocks exist, their TF1 names, and how a block's constructor config is
   inferred from variable shapes (pure Python, no framework import).
@@ -12,7 +12,7 @@ Importing this package imports neither TensorFlow nor torch; the functions impor
 """
 from __future__ import annotations
 
-from .inventory import CheckpointInventory, RecognisedBlock, inspect_checkpoint
+from .inventory import CheckpointInventory, RecognisedBlock, inspect_checkpoint, is_optimizer_variable
 from .migrate import MigrationError, MigrationReport, load_migrated, migrate_checkpoint
 from .schema import BLOCK_PATHS, NoTacotronBlocksError
 
@@ -24,6 +24,7 @@ __all__ = [
     "NoTacotronBlocksError",
     "RecognisedBlock",
     "inspect_checkpoint",
+    "is_optimizer_variable",
     "load_migrated",
     "migrate_checkpoint",
 ]

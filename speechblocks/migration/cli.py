@@ -1,20 +1,9 @@
-"""``speechblocks inspect`` and ``speechblocks migrate`` (dispatched from ``parity_tests/cli.py``).
-
-Errors the user can fix (missing path, unreadable checkpoint, no Tacotron-2 block, strict-check
-failures) print one message to stderr, without a traceback, and return exit code 2.
-"""
+"""The text of ``speechblocks inspect`` (the command itself is in ``speechblocks/cli.py``)."""
 from __future__ import annotations
-
-import sys
 
 from .schema import NOT_INFERABLE
 
-__all__ = ["inspect_main", "migrate_main", "format_inventory"]
-
-
-def _fail(command: str, error: BaseException) -> int:
-    print(f"speechblocks {command}: error: {error}", file=sys.stderr)
-    return 2
+__all__ = ["format_inventory"]
 
 
 def _human_bytes(n: int) -> str:
@@ -28,8 +17,19 @@ def _human_bytes(n: int) -> str:
 def format_inventory(inv) -> str:
     """The text ``speechblocks inspect`` prints for a :class:`~.inventory.CheckpointInventory`."""
     lines = [f"checkpoint: {inv.checkpoint}",
-             f"model prefix: {inv.prefix or '(none: bare scopes)'}",
-             f"recognised blocks: {len(inv.blocks)}"]
+             f"model prefix: {inv.prefix or '(none: bare scopes)'}"]
+    m = inv.model
+    if m is None:
+        lines.append("whole model: none (no inputs_embedding): the blocks migrate one by one")
+    else:
+        state = "complete" if m.complete else f"incomplete, {len(m.problems)} problem(s): migrates block by block"
+        lines.append(f"whole model: Tacotron-2 ({state})")
+        lines.append(f"  {m.describe()}")
+        parts = m.parameters_by_part()
+        lines.append("  parameters: " + ", ".join(f"{p} {n:,d}" for p, n in parts.items())
+                     + f"; total {sum(parts.values()):,d}")
+        lines += [f"      ! {p}" for p in m.problems]
+    lines.append(f"recognised blocks: {len(inv.blocks)}")
     total = 0
     for b in inv.blocks:
         total += b.n_params
@@ -61,32 +61,3 @@ def format_inventory(inv) -> str:
     lines.append("strict check: OK" if not n_problems else
                  f"strict check: {n_problems} problem(s) (migrate fails unless --no-strict)")
     return "\n".join(lines)
-
-
-def inspect_main(args) -> int:
-    """``speechblocks inspect CKPT [--use-ema]``: recognised blocks, configs, parameter counts,
-    unmigrated variables and optimizer state size."""
-    from .inventory import inspect_checkpoint
-
-    try:
-        inv = inspect_checkpoint(args.checkpoint, use_ema=getattr(args, "use_ema", False))
-    except (OSError, ValueError) as e:
-        return _fail("inspect", e)
-    print(format_inventory(inv))
-    return 0
-
-
-def migrate_main(args) -> int:
-    """``speechblocks migrate CKPT --to keras|torch OUT [--dry-run] [--use-ema] [--no-strict]``."""
-    from .migrate import migrate_checkpoint
-
-    def progress(line: str) -> None:
-        print(f"speechblocks migrate: {line}", file=sys.stderr, flush=True)
-
-    try:
-        report = migrate_checkpoint(args.checkpoint, args.to, args.out, use_ema=args.use_ema,
-                                    strict=not args.no_strict, dry_run=args.dry_run, progress=progress)
-    except (OSError, ValueError) as e:
-        return _fail("migrate", e)
-    print(report)
-    return 0

@@ -8,14 +8,27 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import re
 
 import numpy as np
 
+from ..tacotron2_schema import checkpoint_hparams, infer_hparams, matching_preset, parameters_by_part
 from .schema import BLOCK_KINDS, BlockKind, ConfigInferenceError, NoTacotronBlocksError
 
-__all__ = ["CheckpointInventory", "RecognisedBlock", "inspect_checkpoint", "open_checkpoint", "EMA_SUFFIX"]
+__all__ = ["CheckpointInventory", "RecognisedBlock", "ModelFound", "inspect_checkpoint", "open_checkpoint", "EMA_SUFFIX",
+           "is_optimizer_variable"]
 
 EMA_SUFFIX = "/ExponentialMovingAverage"
+
+_OPTIMIZER_PATTERNS = (
+    re.compile(r"(^|/)(Adam|Adam_\d+|Momentum|RMSProp|RMSProp_\d+|Adagrad|Adadelta|Adadelta_\d+)$"),
+    re.compile(r"(^|/)(global_step|beta1_power|beta2_power)(_\d+)?$"),
+)
+
+
+def is_optimizer_variable(name: str) -> bool:
+    """True for optimizer state: ``.../Adam``, ``.../Adam_1``, ``beta1_power``, ``global_step`` ..."""
+    return any(p.search(name) for p in _OPTIMIZER_PATTERNS)
 
 
 class CheckpointReadError(ValueError):
@@ -88,6 +101,60 @@ class RecognisedBlock:
 
 
 @dataclasses.dataclass
+class ModelFound:
+    """The whole Tacotron-2 a checkpoint holds (its ``inputs_embedding`` marks it), beside its blocks.
+
+    Attributes:
+        shapes: ``{name relative to the model prefix: shape}`` of every model variable under the prefix.
+        variables: ``{relative name: full checkpoint name}`` to read (the EMA shadow's name when ``use_ema``).
+        inferred: the hparams the shapes determine (``speechblocks.infer_hparams``), or ``None``.
+        preset: the preset whose default sizes give exactly these variables (``"rtvc"``, ``"rayhane"``), or ``None``.
+        problems: why the variables do not form a model of the inferred hparams (empty when they do).
+    """
+
+    shapes: dict[str, tuple[int, ...]]
+    variables: dict[str, str]
+    inferred: dict | None
+    preset: str | None
+    problems: list[str]
+
+    @property
+    def complete(self) -> bool:
+        """True when the variables are exactly those of a Tacotron-2 of the inferred hparams."""
+        return self.inferred is not None and not self.problems
+
+    def parameters_by_part(self) -> dict[str, int]:
+        return parameters_by_part(self.shapes)
+
+    def describe(self) -> str:
+        """One line: variant, matching preset, r, speaker embedding size, n_symbols, predict_linear."""
+        if self.inferred is None:
+            return "a Tacotron-2 model whose hparams cannot be inferred"
+        h = self.inferred
+        emb = h.get("speaker_embedding_size")
+        return (f"{'RTVC (speaker embedding)' if emb else 'Rayhane (no speaker embedding)'}; preset "
+                f"{self.preset or 'none (sizes differ from both presets)'}; r (outputs_per_step)="
+                f"{h.get('outputs_per_step')}, speaker_embedding_size={emb or 0}, n_symbols={h.get('n_symbols')}, "
+                f"num_mels={h.get('num_mels')}, predict_linear={h.get('predict_linear')}")
+
+
+def _find_model(prefix: str, model_names: list[str], shape_map: dict, ema: dict, use_ema: bool) -> ModelFound | None:
+    members = {n[len(prefix):]: n for n in model_names if n.startswith(prefix)}
+    if "inputs_embedding" not in members:
+        return None
+    shapes = {rel: shape_map[n] for rel, n in members.items()}
+    variables = {rel: (ema[n] if use_ema and n in ema else n) for rel, n in members.items()}
+    inferred, problems = None, []
+    try:
+        inferred = infer_hparams(shapes)
+        checkpoint_hparams(shapes)
+    except ValueError as e:
+        lines = str(e).splitlines()
+        problems = [p.strip()[2:] if p.strip().startswith("- ") else p for p in lines[1:]] or lines
+    return ModelFound(shapes, variables, inferred, matching_preset(shapes) if inferred else None, problems)
+
+
+@dataclasses.dataclass
 class CheckpointInventory:
     """Everything ``speechblocks inspect`` reports about a checkpoint.
 
@@ -100,6 +167,8 @@ class CheckpointInventory:
         ema_shadows: ``{variable name: shadow name}`` of ExponentialMovingAverage shadows.
         use_ema: whether block weights are read from the shadows.
         dtypes: ``{name: numpy dtype}`` of every variable.
+        model: the whole Tacotron-2 when the checkpoint holds one (:class:`ModelFound`), else ``None``; its
+            variables outside the blocks (embedding, attention, memory layer) are then not "unmigrated".
     """
 
     checkpoint: str
@@ -110,6 +179,7 @@ class CheckpointInventory:
     ema_shadows: dict[str, str]
     use_ema: bool
     dtypes: dict[str, np.dtype]
+    model: ModelFound | None = None
 
     def problems(self) -> list[str]:
         """Every problem of every block, prefixed with its block path."""
@@ -273,8 +343,6 @@ def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
         NoTacotronBlocksError (a ``ValueError``): no Tacotron-2 block in the checkpoint.
         ValueError: ``use_ema`` with a checkpoint that holds no shadow.
     """
-    from ..checkpoint import is_optimizer_variable
-
     resolved, reader = open_checkpoint(path)
     shape_map = {k: tuple(int(d) for d in v) for k, v in reader.get_variable_to_shape_map().items()}
     dtypes = {k: np.dtype(v.as_numpy_dtype) if v.is_numpy_compatible else np.dtype(object)
@@ -305,6 +373,10 @@ def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
         claimed.update(members.values())
         shapes = {rel: shape_map[n] for rel, n in members.items()}
         blocks.append(_analyse_block(kind, scope, shapes, members, ema, use_ema))
+    found = _find_model(prefix, model, shape_map, ema, use_ema) if prefix else None
+    if found is not None and found.complete:
+        claimed.update(found.variables.values())
+        claimed.update(n for n in model if n.startswith(prefix))
     unmigrated = [(n, shape_map[n]) for n in model if n not in claimed]
     unmigrated += [(n, shape_map[n]) for n in orphan_shadows]
-    return CheckpointInventory(resolved, prefix, blocks, unmigrated, optimizer, ema, use_ema, dtypes)
+    return CheckpointInventory(resolved, prefix, blocks, unmigrated, optimizer, ema, use_ema, dtypes, found)

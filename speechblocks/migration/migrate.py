@@ -1,19 +1,31 @@
 """Building the blocks from a TF1 checkpoint and writing them for Keras or PyTorch, atomically.
 
+A checkpoint holding the **whole** Tacotron-2 (RTVC or Rayhane: ``inputs_embedding``, the attention and the memory
+layer included) migrates as the model: ``Tacotron2`` is built in the target framework from the hparams the shapes
+give (plus ``hparams`` / ``overrides`` for what they cannot tell), every variable is loaded strictly, and the file
+carries the model's hparams (``Tacotron2.from_migrated``). A checkpoint holding only some blocks migrates block by
+block.
+
 File formats (both carry the same JSON block table, so either framework can rebuild the blocks):
 
 * **Keras** (``--to keras``, e.g. ``model.weights.h5``): an HDF5 file. Root attributes
-  ``speechblocks_format = "speechblocks.migrated.keras"``, ``format_version = 1``, ``blocks`` (JSON:
+  ``speechblocks_format = "speechblocks.migrated.keras"``, ``format_version = 2``, ``model`` (whole-model files
+  only: JSON ``{"class_name": "Tacotron2", "hparams", "n_symbols"}``), ``blocks`` (JSON:
   ``{block_path: {"class_name", "config", "input_size", "input_arg", "tf1_keys"}}``),
   ``source_checkpoint`` and ``use_ema``. One HDF5 group per block path (``decoder/decoder_LSTM`` is the
   group ``decoder`` > ``decoder_LSTM``) holding the Keras layer's variables, read back from the built
   and loaded layer with ``tf1_weights()``: one dataset per TF1 name relative to the block's scope, in
   the TF1 layout that is the library's exchange format. ``layer.load_tf1_weights({k: group[k][()] for
-  k in tf1_keys})`` restores a layer by hand; :func:`load_migrated` does it for every block.
+  k in tf1_keys})`` restores a layer by hand; :func:`load_migrated` does it for every block. A whole-model file
+  holds every variable of the model this way: one dataset per TF1 name relative to ``Tacotron_model/inference/``
+  (``inputs_embedding``, ``memory_layer/kernel``, ``decoder/Location_Sensitive_Attention/...``), so the block
+  groups are the model's. Both frameworks read it (h5py; no TensorFlow needed on the torch side).
 * **torch** (``--to torch``, e.g. ``model.pt``): ``torch.save`` of a plain dict ``{"speechblocks_format":
-  "speechblocks.migrated.torch", "format_version": 1, "blocks": <the same JSON string>, "state_dicts":
+  "speechblocks.migrated.torch", "format_version": 2, "blocks": <the same JSON string>, "state_dicts":
   {block_path: module.state_dict()}}`` -- strings, ints and tensors only, so
-  ``torch.load(path, weights_only=True)`` reads it; ``torch_layers.load_migrated`` rebuilds the modules.
+  ``torch.load(path, weights_only=True)`` reads it; ``torch_layers.load_migrated`` rebuilds the modules. A
+  whole-model file has ``"model"`` (the JSON above) and ``"model_state_dict"`` (``Tacotron2.state_dict()``) instead
+  of ``state_dicts``; its blocks are the model's submodules.
 
 Both are written to a temporary file in the output's directory and moved into place with
 ``os.replace``: a failed run leaves no partial file, and the checkpoint is only ever read.
@@ -31,15 +43,20 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, checkpoint_hparams, model_block
 from .inventory import CheckpointInventory, CheckpointReadError, inspect_checkpoint, open_checkpoint
+from .migrated_file import (
+    FORMAT_VERSION,
+    KERAS_FORMAT,
+    TORCH_FORMAT,
+    model_entry,
+    model_hparams,
+    read_keras_file,
+)
 from .schema import BLOCK_CLASSES, NoTacotronBlocksError
 
 __all__ = ["MigrationError", "MigrationReport", "BlockReport", "migrate_checkpoint", "load_migrated",
            "KERAS_FORMAT", "TORCH_FORMAT", "FORMAT_VERSION"]
-
-KERAS_FORMAT = "speechblocks.migrated.keras"
-TORCH_FORMAT = "speechblocks.migrated.torch"
-FORMAT_VERSION = 1
 
 
 class MigrationError(ValueError):
@@ -79,6 +96,8 @@ class MigrationReport:
     unmigrated: list[tuple[str, tuple[int, ...]]]
     optimizer_variables: int
     seconds: float = 0.0
+    model: str | None = None  # "Tacotron2 (...)" when the whole model was migrated
+    model_notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def migrated(self) -> list[str]:
@@ -88,6 +107,9 @@ class MigrationReport:
         verb = "checked (dry run, nothing written)" if self.dry_run else f"written to {self.out}"
         lines = [f"migration of {self.checkpoint} -> {self.to}: {len(self.migrated)} of {len(self.blocks)} "
                  f"block(s) {verb}{'; weights from EMA shadows' if self.use_ema else ''}"]
+        if self.model is not None:
+            lines.append(f"  whole model: {self.model}")
+        lines += [f"  ! {n}" for n in self.model_notes]
         for b in self.blocks:
             cfg = "" if b.config is None else ", ".join(
                 [f"{b.input_arg}={b.input_size}"] + [f"{k}={v!r}" for k, v in b.config.items() if k != "tf1_scope"])
@@ -192,6 +214,11 @@ class _KerasWriter:
             group.create_dataset(key, data=np.asarray(tf1_weights[key]))
         self.entries[path]["tf1_keys"] = sorted(tf1_weights)
 
+    def add_model(self, model_json: str, tf1_weights: dict):
+        self.f.attrs["model"] = model_json
+        for name in sorted(tf1_weights):
+            self.f.create_dataset(name, data=np.asarray(tf1_weights[name]))
+
     def close(self):
         self.f.attrs["blocks"] = json.dumps(self.entries, sort_keys=True)
         self.f.close()
@@ -205,9 +232,13 @@ class _TorchWriter:
         self.entries = entries
         self.state_dicts = {}
         self.meta = {"source_checkpoint": os.path.abspath(inv.checkpoint), "use_ema": bool(inv.use_ema)}
+        self.model = None
 
     def add(self, path: str, state_dict: dict):
         self.state_dicts[path] = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+
+    def add_model(self, model_json: str, state_dict: dict):
+        self.model = (model_json, {k: v.detach().cpu().contiguous() for k, v in state_dict.items()})
 
     def close(self):
         import torch
@@ -215,6 +246,8 @@ class _TorchWriter:
         payload = {"speechblocks_format": TORCH_FORMAT, "format_version": FORMAT_VERSION,
                    "blocks": json.dumps(self.entries, sort_keys=True), "state_dicts": self.state_dicts,
                    "source_checkpoint": self.meta["source_checkpoint"], "use_ema": self.meta["use_ema"]}
+        if self.model is not None:
+            payload["model"], payload["model_state_dict"] = self.model
         torch.save(payload, self.path)
 
 
@@ -229,10 +262,16 @@ def _check_classes(to: str, blocks) -> list[str]:
 
 
 def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, strict: bool = True,
-                       dry_run: bool = False, progress: Callable[[str], None] | None = None) -> MigrationReport:
-    """Migrates every Tacotron-2 block of a TF1 checkpoint to Keras or PyTorch.
+                       dry_run: bool = False, progress: Callable[[str], None] | None = None, hparams=None,
+                       overrides: dict | None = None) -> MigrationReport:
+    """Migrates a TF1 checkpoint's whole Tacotron-2 -- or, when it holds only some blocks, every block -- to
+    Keras or PyTorch.
 
-    Each recognised block is built in the target framework from its inferred config, loaded with its
+    Whole model (the checkpoint holds ``inputs_embedding`` and every variable of a Tacotron-2): ``Tacotron2`` is
+    built from the hparams of ``speechblocks.checkpoint_hparams`` (sizes from the shapes; the rest from
+    ``hparams``, by default the RTVC preset with a speaker embedding, else Rayhane's; then ``overrides``), every
+    variable loaded strictly, and the file carries the hparams (``Tacotron2.from_migrated``). Otherwise each
+    recognised block is built in the target framework from its inferred config, loaded with its
     TF1 weights (``load_tf1_weights(strict=True)``) and written to ``out`` (see the module docstring for
     the formats). Strict by default: any recognised block with a missing, mis-shaped or unknown
     variable fails the whole migration with one :class:`MigrationError` listing every problem, before
@@ -247,6 +286,9 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
             variables inside a block are ignored; both are reported.
         dry_run: build and load every block, write nothing.
         progress: called with one line per block (the command line prints it to stderr).
+        hparams: whole model only: a preset name, a mapping of original hparam names or ``Tacotron2HParams``
+            for what the shapes cannot tell (its sizes must agree with the checkpoint).
+        overrides: whole model only: hparams by original name, applied last (e.g. ``{"max_iters": 1000}``).
 
     Returns:
         a :class:`MigrationReport`.
@@ -264,6 +306,14 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
     inv = inspect_checkpoint(checkpoint, use_ema=use_ema)
     if not inv.blocks:
         raise NoTacotronBlocksError(f"checkpoint {inv.checkpoint!r} holds no Tacotron-2 block")
+    model_notes = []
+    if inv.model is not None and inv.model.complete:
+        return _migrate_model(inv, to, out, dry_run, progress, hparams, overrides, t_start)
+    if inv.model is not None:
+        model_notes.append("the checkpoint's model is incomplete, so it migrates block by block: "
+                           + "; ".join(inv.model.problems[:5]) + (" ..." if len(inv.model.problems) > 5 else ""))
+    if hparams is not None or overrides:
+        model_notes.append("hparams/overrides ignored: they apply to a whole model only")
     class_problems = _check_classes(to, inv.blocks)
     problems = inv.problems() + class_problems
     if strict and problems:
@@ -333,7 +383,65 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
             if to == "torch":
                 writer.close()
     return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, strict, use_ema,
-                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start)
+                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start,
+                           model_notes=model_notes)
+
+
+def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progress, hparams, overrides,
+                   t_start: float) -> MigrationReport:
+    """The whole-model path of :func:`migrate_checkpoint`."""
+    found = inv.model
+    try:
+        hp = checkpoint_hparams(found.shapes, hparams, overrides, source=f"checkpoint {inv.checkpoint!r}")
+    except ValueError as e:
+        raise MigrationError(inv.checkpoint, str(e).splitlines()) from None
+    _, reader = open_checkpoint(inv.checkpoint)
+    t0 = time.perf_counter()
+    weights = {}
+    for rel, name in found.variables.items():
+        try:
+            weights[rel] = np.asarray(reader.get_tensor(name))
+        except Exception as e:
+            raise CheckpointReadError(f"cannot read variable {name!r} of TF1 checkpoint {inv.checkpoint!r}: it is "
+                                      f"truncated or corrupted ({type(e).__name__})") from None
+    package = importlib.import_module("tf_layers" if to == "keras" else "torch_layers")
+    model = package.Tacotron2(hp)
+    try:
+        model.load_tf1_weights(weights, strict=True)
+    except ValueError as e:
+        raise MigrationError(inv.checkpoint, [f"Tacotron2: {e}"]) from None
+    del weights
+    if to == "torch":
+        model.eval()
+    n_params = sum(int(np.prod(s)) for s in found.shapes.values())
+    status = "checked" if dry_run else "migrated"
+    if progress is not None:
+        progress(f"{status} the whole Tacotron2 ({n_params:,d} params) in {time.perf_counter() - t0:.1f} s")
+    entries, reports = {}, []
+    for b in inv.blocks:
+        entries[b.path] = _entry(b)
+        reports.append(BlockReport(b.path, b.class_name, b.config, b.input_size, b.kind.input_arg, b.n_params,
+                                   status))
+        if inv.use_ema:
+            reports[-1].notes.append(f"{b.ema_used} of {len(b.variables)} variables from EMA shadows")
+    if not dry_run:
+        with atomic_output(out, _checkpoint_files(inv.checkpoint)) as tmp:
+            if to == "keras":
+                writer = _KerasWriter(tmp, entries, inv)
+                try:
+                    writer.add_model(model_entry(hp), model.tf1_weights())
+                finally:
+                    writer.close()
+            else:
+                writer = _TorchWriter(tmp, entries, inv)
+                writer.add_model(model_entry(hp), model.state_dict())
+                writer.close()
+    preset = f"preset {found.preset}" if found.preset else "sizes of no preset"
+    desc = (f"Tacotron2 ({hp.variant.upper() if hp.variant == 'rtvc' else 'Rayhane'}, {preset}, "
+            f"r={hp.outputs_per_step}, speaker_embedding_size={hp.speaker_embedding_size}, n_symbols={hp.n_symbols}, "
+            f"{n_params:,d} params, {len(found.shapes)} variables)")
+    return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, True, inv.use_ema,
+                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start, model=desc)
 
 
 # -- reading a migrated Keras file ---------------------------------------------------------------
@@ -363,36 +471,42 @@ def load_migrated(path) -> dict:
     Returns:
         ``{block_path: keras layer}`` -- each layer built, its weights loaded, ready to call (inference
         by default: call with ``training=False``), keyed by the block paths of DESIGN §6
-        (``"encoder_LSTM"``, ``"decoder/decoder_LSTM"``, ...).
+        (``"encoder_LSTM"``, ``"decoder/decoder_LSTM"``, ...). For a whole-model file the layers are the blocks of
+        the rebuilt ``Tacotron2`` (``decoder/Location_Sensitive_Attention`` included).
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: not a migrated Keras file (e.g. a torch ``.pt`` file), or a damaged one.
     """
-    import h5py
-
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"migrated file {path!r} does not exist")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise ValueError(f"{path!r} is not a migrated Keras file (not HDF5; a torch file is read by "
-                         "torch_layers.load_migrated)") from None
-    with f:
-        if f.attrs.get("speechblocks_format") != KERAS_FORMAT:
-            raise ValueError(f"{path!r} is not a migrated Keras file (attribute speechblocks_format is "
-                             f"{f.attrs.get('speechblocks_format')!r}, expected {KERAS_FORMAT!r})")
-        if int(f.attrs.get("format_version", -1)) > FORMAT_VERSION:
-            raise ValueError(f"{path!r} has format version {f.attrs['format_version']}, newer than this library's "
-                             f"{FORMAT_VERSION}")
-        table = read_block_table(f.attrs.get("blocks"), path)
-        blocks = {}
-        for block_path, entry in table.items():
-            if block_path not in f:
-                raise ValueError(f"{path!r}: block {block_path!r} has no weight group")
-            group = f[block_path]
-            weights = {k: np.asarray(group[k][()]) for k in entry["tf1_keys"]}
-            blocks[block_path] = _build_keras(entry, weights)
+    mf = read_keras_file(path, read_block_table)
+    if mf.model is not None:
+        model = load_keras_model(path, _file=mf)
+        return {p: model_block(model, p) for p in MODEL_BLOCK_ATTRIBUTES if _has_block(model, p)}
+    blocks = {}
+    for block_path, entry in mf.table.items():
+        weights = mf.block_weights(block_path)
+        missing = [k for k in entry["tf1_keys"] if k not in weights]
+        if len(missing) == len(entry["tf1_keys"]):
+            raise ValueError(f"{path!r}: block {block_path!r} has no weight group")
+        blocks[block_path] = _build_keras(entry, {k: weights[k] for k in entry["tf1_keys"] if k in weights})
     return blocks
 
+
+def _has_block(model, block_path: str) -> bool:
+    try:
+        return model_block(model, block_path) is not None
+    except AttributeError:
+        return False
+
+
+def load_keras_model(path, hparams=None, overrides: dict | None = None, cls=None, _file=None):
+    """``tf_layers.Tacotron2.from_migrated``: the whole model from a migrated Keras file (see its docstring)."""
+    path = os.fspath(path)
+    mf = _file if _file is not None else read_keras_file(path, read_block_table)
+    if cls is None:
+        cls = importlib.import_module("tf_layers").Tacotron2
+    hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
+    model = cls(hp)
+    model.load_tf1_weights(mf.weights, strict=True)
+    return model

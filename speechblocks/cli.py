@@ -1,0 +1,397 @@
+"""The ``speechblocks`` console script: ``parity``, ``inspect``, ``migrate``, ``synthesize``.
+
+Conventions of every subcommand:
+
+* exit status 0 on success, 1 when a parity run has a FAIL row, 2 for a usage or input error (a missing or
+  unreadable file, bad text, a wrong speaker embedding ...), 3 for an unexpected internal error (a bug);
+* errors are one line on stderr (``speechblocks <command>: error: ...``), without a traceback unless ``--debug``;
+* TensorFlow's, absl's and oneDNN's start-up lines are silenced at the file-descriptor level while the frameworks
+  load (``--verbose`` lets them through); the command's own progress goes to stderr, its results to stdout.
+
+This module imports no framework at module level: ``speechblocks --help`` answers at once.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+
+__all__ = ["main", "build_parser", "UsageError"]
+
+PROG = "speechblocks"
+
+
+class UsageError(ValueError):
+    """A mistake of the user's (arguments, input files, text): exit status 2, one line."""
+
+
+# -- quiet framework start-up ----------------------------------------------------------------------
+_VERBOSE = False
+
+
+@contextlib.contextmanager
+def _silenced_stderr():
+    """Sends file descriptor 2 to a temporary file while the block runs (C++ logging writes there directly, before
+    any Python logging is configured); what was written is shown again if the block raises."""
+    if _VERBOSE:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def load_tensorflow():
+    """Imports TensorFlow (and Keras) quietly; returns the module. Also quietens its Python-level logging."""
+    if not _VERBOSE:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    try:
+        with _silenced_stderr():
+            import tensorflow as tf
+
+            tf.constant(0.0).numpy()  # device initialisation logs once, here
+            import keras  # noqa: F401
+    except ImportError:
+        raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    if not _VERBOSE:
+        import logging
+        import warnings
+
+        tf.get_logger().setLevel(logging.ERROR)
+        try:
+            from absl import logging as absl_logging
+
+            absl_logging.set_verbosity(absl_logging.ERROR)
+        except ImportError:  # pragma: no cover
+            pass
+        warnings.filterwarnings("ignore", module=r"(keras|tensorflow|tf_keras)(\.|$)")
+    return tf
+
+
+def load_torch():
+    """Imports torch quietly; returns the module."""
+    try:
+        with _silenced_stderr():
+            import torch
+    except ImportError:
+        raise UsageError("this needs PyTorch: pip install 'speechblocks[torch]'") from None
+    return torch
+
+
+def _say(command: str, line: str) -> None:
+    print(f"{PROG} {command}: {line}", file=sys.stderr, flush=True)
+
+
+# -- parity ----------------------------------------------------------------------------------------
+def _cmd_parity(args) -> int:
+    load_tensorflow()
+    load_torch()
+    if args.checkpoint:
+        return _parity_checkpoint(args)
+    from parity_tests.cases import discover, run_all
+
+    modules = discover()
+    if args.block:
+        wanted = {b.lower() for b in args.block}
+        modules = [m for m in modules if m.__name__.rsplit(".", 1)[-1].lower() in wanted
+                   or getattr(m, "BLOCK", "").lower() in wanted]
+        if not modules:
+            raise UsageError(f"no case module matches {args.block}")
+    rows = run_all(modules)
+    _print_rows(rows, args.json)
+    return 0 if all(r.passed for r in rows) else 1
+
+
+def _print_rows(rows, as_json: bool) -> None:
+    from parity_tests.report import format_table
+
+    if as_json:
+        from parity_tests.checkpoint_parity import rows_to_json
+
+        print(rows_to_json(rows))
+    else:
+        print(format_table(rows))
+        failed = sum(not r.passed for r in rows)
+        print(f"{len(rows)} rows, {len(rows) - failed} PASS, {failed} FAIL")
+
+
+def _parity_checkpoint(args) -> int:
+    from parity_tests.checkpoint_parity import LegacyReferenceUnavailable, run_checkpoint_parity
+
+    if args.block:
+        raise UsageError("--block selects cases of the built-in suite; with --checkpoint every block of the "
+                         "checkpoint's model is compared")
+    try:
+        rows = run_checkpoint_parity(args.checkpoint, _hparams_arg(args.hparams), overrides=_overrides(args.set),
+                                     use_ema=args.use_ema, steps=args.steps, skip_legacy=args.skip_legacy,
+                                     progress=lambda line: _say("parity", line))
+    except LegacyReferenceUnavailable as e:
+        raise UsageError(str(e)) from None
+    _print_rows(rows, args.json)
+    return 0 if all(r.passed for r in rows) else 1
+
+
+# -- inspect / migrate -----------------------------------------------------------------------------
+def _cmd_inspect(args) -> int:
+    from .migration.cli import format_inventory
+    from .migration.inventory import inspect_checkpoint
+
+    load_tensorflow()
+    print(format_inventory(inspect_checkpoint(args.checkpoint, use_ema=args.use_ema)))
+    return 0
+
+
+def _cmd_migrate(args) -> int:
+    from .migration.migrate import migrate_checkpoint
+
+    load_tensorflow()
+    if args.to == "torch":
+        load_torch()
+    report = migrate_checkpoint(args.checkpoint, args.to, args.out, use_ema=args.use_ema, strict=not args.no_strict,
+                                dry_run=args.dry_run, progress=lambda line: _say("migrate", line),
+                                hparams=_hparams_arg(args.hparams), overrides=_overrides(args.set))
+    print(report)
+    return 0
+
+
+# -- hparams arguments -----------------------------------------------------------------------------
+def _hparams_arg(value):
+    """``--hparams``: a preset name, or a JSON file of original hparam names."""
+    if value is None:
+        return None
+    from .tacotron2_hparams import TACOTRON2_PRESETS
+
+    if value in TACOTRON2_PRESETS:
+        return value
+    if not os.path.isfile(value):
+        raise UsageError(f"--hparams {value!r} is neither a preset ({', '.join(TACOTRON2_PRESETS)}) nor a JSON file")
+    import json
+
+    try:
+        with open(value) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--hparams {value!r}: not readable JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--hparams {value!r}: the JSON must be an object of hparam names")
+    return data
+
+
+def _overrides(pairs) -> dict:
+    """``--set NAME=VALUE``: VALUE read as JSON (numbers, true/false, null, lists), else as a string."""
+    import json
+
+    out = {}
+    for pair in pairs or ():
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--set {pair!r}: expected NAME=VALUE, e.g. --set tacotron_dropout_rate=0")
+        raw = raw.strip()
+        lowered = {"True": "true", "False": "false", "None": "null"}.get(raw, raw)
+        try:
+            value = json.loads(lowered)
+        except ValueError:
+            value = raw
+        out[name.strip()] = value
+    return out
+
+
+# -- synthesize ------------------------------------------------------------------------------------
+def _cmd_synthesize(args) -> int:
+    from . import synthesis
+
+    texts = synthesis.read_texts(args.text, args.text_file)
+    cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
+    sequences = synthesis.encode_texts(texts, cleaners)
+    outputs = synthesis.output_paths(args.out, len(texts))
+    plots = synthesis.plot_paths(args.plot, len(texts)) if args.plot else None
+    if plots is not None:
+        synthesis.require_matplotlib()
+    embedding = synthesis.read_speaker_embedding(args.speaker_embedding, len(texts))
+    kind, framework = synthesis.source_kind(args.source, args.framework)
+    if framework == "keras" or kind == "tf1":
+        load_tensorflow()
+    if framework == "torch":
+        load_torch()
+    model = synthesis.load_model(args.source, kind, framework, _hparams_arg(args.hparams), _overrides(args.set),
+                                 args.seed)
+    embeddings = synthesis.check_speaker_embedding(model, embedding, args.speaker_embedding, len(texts))
+    if args.max_iters is not None and args.max_iters < 1:
+        raise UsageError(f"--max-iters must be >= 1; got {args.max_iters}")
+    show = synthesis.TerminalProgress(sys.stderr, args.max_iters or model.hparams.max_iters) \
+        if sys.stderr.isatty() and not args.quiet else None
+    results = synthesis.synthesize(model, framework, sequences, embeddings, args.max_iters, args.seed, show, texts)
+    if show is not None:
+        show.close()
+    synthesis.write_outputs(results, outputs, plots)
+    for path, res in zip(outputs, results):
+        stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
+        print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
+    for p in plots or ():
+        print(f"{p}: alignment and mel spectrogram")
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------------
+_EXAMPLES = {
+    "parity": """examples:
+  speechblocks parity                              # the whole suite: every block and the whole model
+  speechblocks parity --block tacotron2 --json     # one case module, as JSON
+  speechblocks parity --checkpoint logs-pretrained/taco_pretrained       # your own checkpoint's weights
+  speechblocks parity --checkpoint model.ckpt-278000 --hparams rayhane --steps 30""",
+    "inspect": """examples:
+  speechblocks inspect synthesizer/saved_models/logs-pretrained/taco_pretrained
+  speechblocks inspect model.ckpt-278000 --use-ema""",
+    "migrate": """examples:
+  speechblocks migrate taco_pretrained --to keras tacotron2.weights.h5
+  speechblocks migrate model.ckpt-278000 --to torch tacotron2.pt --hparams rayhane --set max_iters=1000
+  speechblocks migrate model.ckpt-278000 --to torch tacotron2.pt --dry-run""",
+    "synthesize": """examples:
+  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-embedding speaker.npy --out hello.npy
+  speechblocks synthesize taco_pretrained --framework keras --text-file lines.txt --speaker-embedding spk.npy \\
+      --out mels/ --plot mels/alignment.png
+  speechblocks synthesize tacotron2.weights.h5 --text "It costs $3.50." --set tacotron_dropout_rate=0 \\
+      --max-iters 400 --out costs.npy""",
+}
+
+
+def _common() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("output")
+    g.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="let TensorFlow's and absl's start-up lines through to stderr")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the traceback of an error")
+    return p
+
+
+def _sub(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description, epilog=_EXAMPLES[name], parents=[_common()],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _hparams_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json",
+                   help=f"{what}: a preset, or a JSON file of original hparam names (sizes must agree with the weights)")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="override one hparam by its original name, VALUE as JSON (repeatable), "
+                        "e.g. --set tacotron_dropout_rate=0 --set stop_at_any=false")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, parents=[_common()], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keras and PyTorch twins of the TF1 Tacotron-2: parity, checkpoint migration, synthesis.",
+        epilog="exit status: 0 ok, 1 parity FAIL, 2 usage or input error, 3 internal error.\n"
+               "run 'speechblocks COMMAND --help' for a command's options and examples.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    pp = _sub(sub, "parity", "prove Keras, torch and the TF1 graph compute the same numbers",
+              "Runs the TF1 legacy reference, the Keras and the torch implementations on the same inputs and prints "
+              "one row per output: max |difference|, tolerance, PASS/FAIL. Exit status 1 on any FAIL.")
+    pp.add_argument("--block", action="append", help="only this case module or block (repeatable)")
+    pp.add_argument("--checkpoint", metavar="CKPT",
+                    help="compare on the real weights of this TF1 Tacotron-2 checkpoint: every block and the whole "
+                         "model, teacher-forced and free-running")
+    _hparams_options(pp, "with --checkpoint, what the shapes cannot tell")
+    pp.add_argument("--use-ema", action="store_true", help="with --checkpoint: use the EMA shadows")
+    pp.add_argument("--steps", type=int, default=20, help="with --checkpoint: free-running decoder steps (20)")
+    pp.add_argument("--skip-legacy", action="store_true",
+                    help="with --checkpoint: Keras vs torch only (no TF1 reference, no tf_keras needed)")
+    pp.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    pp.set_defaults(func=_cmd_parity)
+
+    pi = _sub(sub, "inspect", "show the model and blocks a TF1 checkpoint holds",
+              "Lists the Tacotron-2 model a TF1 checkpoint holds (preset, r, speaker embedding, symbols, parameters "
+              "per part), its blocks with their inferred configs, and what is skipped.")
+    pi.add_argument("checkpoint", help="checkpoint prefix, its .index file, or its directory")
+    pi.add_argument("--use-ema", action="store_true", help="report ExponentialMovingAverage shadows as the weights")
+    pi.set_defaults(func=_cmd_inspect)
+
+    pm = _sub(sub, "migrate", "migrate a TF1 Tacotron-2 checkpoint to Keras or PyTorch",
+              "Writes the checkpoint's whole Tacotron-2 (or, for a checkpoint of some blocks, each block) to a Keras "
+              ".weights.h5 or torch .pt file, atomically; the checkpoint is only read. Rebuild with "
+              "Tacotron2.from_migrated(OUT) or load_migrated(OUT).")
+    pm.add_argument("checkpoint", help="checkpoint prefix, its .index file, or its directory")
+    pm.add_argument("--to", choices=("keras", "torch"), required=True)
+    pm.add_argument("out", help="output file (.weights.h5 for keras, .pt for torch)")
+    _hparams_options(pm, "whole model only, what the shapes cannot tell (stored in the file)")
+    pm.add_argument("--dry-run", action="store_true", help="build and load everything, write nothing")
+    pm.add_argument("--use-ema", action="store_true", help="take the weights from the EMA shadows")
+    pm.add_argument("--no-strict", action="store_true", help="skip blocks with missing or mis-shaped variables")
+    pm.set_defaults(func=_cmd_migrate)
+
+    ps = _sub(sub, "synthesize", "text to mel spectrogram with a migrated model or a TF1 checkpoint",
+              "Cleans the text and maps it to the original 66 symbols, decodes with the model (several sentences "
+              "in one padded batch) and writes each sentence's mel outputs [frames, num_mels] as .npy. Like the "
+              "original, the pre-net dropout stays on at inference (--set tacotron_dropout_rate=0 for "
+              "deterministic output; --seed fixes it otherwise).")
+    ps.add_argument("source", metavar="CKPT_OR_MIGRATED",
+                    help="a file of `speechblocks migrate` (.weights.h5 / .pt) or a TF1 checkpoint")
+    ps.add_argument("--text", action="append", help="a sentence (repeatable)")
+    ps.add_argument("--text-file", help="a UTF-8 file, one sentence per non-empty line")
+    ps.add_argument("--speaker-embedding", metavar="EMB.npy",
+                    help="RTVC models: the speaker embedding, shape [E] (every sentence) or [sentences, E]")
+    ps.add_argument("--framework", choices=("keras", "torch"),
+                    help="default: torch for a .pt file, keras for a .weights.h5 file or a TF1 checkpoint")
+    ps.add_argument("--max-iters", type=int, help="decoder step cap (default: the hparam max_iters)")
+    _hparams_options(ps, "what the weights cannot tell")
+    ps.add_argument("--cleaners", default="english_cleaners",
+                    help="comma-separated: basic_cleaners, transliteration_cleaners, english_cleaners (default)")
+    ps.add_argument("--seed", type=int, default=0, help="random seed of the pre-net dropout (default 0)")
+    ps.add_argument("--out", required=True,
+                    help="one sentence: the .npy file; several: a directory of 000.npy, 001.npy, ...")
+    ps.add_argument("--plot", metavar="PNG", help="also draw alignment and mel (needs matplotlib); several "
+                                                  "sentences: PNG gets _000, _001, ... before its extension")
+    ps.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+    ps.set_defaults(func=_cmd_synthesize)
+    return p
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    if not lines:
+        return type(error).__name__
+    return lines[0] + ("" if len(lines) == 1 else " " + "; ".join(ln.lstrip("- ") for ln in lines[1:]))
+
+
+def main(argv=None) -> int:
+    """Runs the ``speechblocks`` command line; returns the exit status."""
+    global _VERBOSE
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _VERBOSE = bool(getattr(args, "verbose", False))
+    debug = bool(getattr(args, "debug", False))
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        _say(args.command, "interrupted")
+        return 130
+    except (UsageError, ValueError, OSError) as e:  # the user's input: one line, status 2
+        if debug:
+            raise
+        _say(args.command, f"error: {_one_line(e)}")
+        return 2
+    except Exception as e:  # a bug: one line, status 3, the traceback with --debug
+        if debug:
+            raise
+        _say(args.command, f"internal error: {type(e).__name__}: {_one_line(e)} (run with --debug for the traceback)")
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

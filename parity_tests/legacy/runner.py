@@ -4,6 +4,12 @@
 For every spec: build the block's TF1 graph under the spec's scope prefix, fill every variable with
 seeded random values, optionally run one Adam training step, save a real TF1 checkpoint with
 ``tf.compat.v1.train.Saver``, run the graph on the inputs and write the outputs.
+
+Options read here (besides the builders' own): ``adam_step``; ``assign`` (``{name relative to the spec's scope:
+value}`` set after the fill); ``assign_file`` -- an ``.npz`` of ``{full TF1 variable name: array}`` whose
+entries replace the random values of the graph's variables of those names (real weights, e.g. ~30M of a whole
+model, without passing them through JSON), with ``assign_file_strict`` every variable of the graph must be in it;
+``save_checkpoint`` (default True) -- False skips writing the checkpoint (the result's ``checkpoint`` is ``""``).
 """
 from __future__ import annotations
 
@@ -48,6 +54,36 @@ def random_value(name: str, shape, rng: np.random.Generator) -> np.ndarray:
     return 0.3 * rng.standard_normal(shape)
 
 
+_ASSIGN_FILES: dict = {}
+
+
+def _assign_file(path):
+    """The opened ``assign_file`` (``np.load`` reads each array only when asked), cached across specs."""
+    if not path:
+        return None
+    if path not in _ASSIGN_FILES:
+        z = np.load(path)
+        _ASSIGN_FILES[path] = (z, frozenset(z.files))
+    return _ASSIGN_FILES[path]
+
+
+def _fill_value(v, rng, from_file, strict, missing):
+    """The value a variable gets: its ``assign_file`` entry when it has one, else the seeded random value."""
+    dtype = v.dtype.base_dtype.as_numpy_dtype
+    shape = v.shape.as_list()
+    if from_file is not None:
+        z, names = from_file
+        if v.op.name in names:
+            value = z[v.op.name]
+            if list(value.shape) != shape:
+                raise ValueError(f"assign_file: variable {v.op.name!r} has shape {shape} in the graph, "
+                                 f"{list(value.shape)} in the file")
+            return value.astype(dtype)
+        if strict:
+            missing.append(v.op.name)
+    return random_value(v.op.name, shape, rng).astype(dtype)
+
+
 def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) -> None:
     os.makedirs(out_dir, exist_ok=True)
     graph = tf.Graph()
@@ -82,8 +118,13 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
         with v1.Session(graph=graph) as sess:
             sess.run(v1.global_variables_initializer())
             if fill is not None:
-                values = {p: random_value(v.op.name, v.shape.as_list(), rng).astype(v.dtype.base_dtype.as_numpy_dtype)
+                options = spec.get("options", {})
+                from_file, missing = _assign_file(options.get("assign_file")), []
+                values = {p: _fill_value(v, rng, from_file, options.get("assign_file_strict", False), missing)
                           for v, p in zip(model_vars, fill_phs)}
+                if missing:
+                    raise ValueError(f"assign_file_strict: {len(missing)} variable(s) of the graph are not in the "
+                                     f"file: {missing[:20]}")
                 sess.run(fill, values)
             for name, value in spec.get("options", {}).get("assign", {}).items():
                 # fixed values after the random fill (e.g. a stop-token bias that never fires), names relative
@@ -94,7 +135,8 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
             if train_op is not None:
                 sess.run(train_op, feeds)
             ckpt = ""
-            if v1.global_variables():  # a graph of pure ops (losses) has nothing to save
+            save = spec.get("options", {}).get("save_checkpoint", True)
+            if save and v1.global_variables():  # a graph of pure ops (losses) has nothing to save
                 saver = v1.train.Saver(max_to_keep=1)
                 ckpt = saver.save(sess, os.path.join(out_dir, "model.ckpt"))
             values = sess.run(outputs, feeds)

@@ -1,13 +1,17 @@
-"""``make demo``: a legacy TF1 Tacotron-2 checkpoint, migrated to Keras and to PyTorch, proven unchanged.
+"""``make demo``: a legacy TF1 Tacotron-2 checkpoint, migrated to Keras and to PyTorch, proven unchanged, speaking.
 
-1. The TF1 legacy reference builds every Tacotron-2 block of Rayhane-mamah/Tacotron-2's default hparams
-   under ``Tacotron_model/inference/``, fills the variables, runs one ``AdamOptimizer`` step (so the
-   checkpoint carries Adam slots as a trained one does) and saves a real TF1 checkpoint.
-2. ``speechblocks inspect`` lists what it holds.
-3. ``speechblocks migrate --to keras`` and ``--to torch`` write the two files.
+1. The TF1 legacy reference builds the whole Tacotron-2 of the TF1 Real-Time-Voice-Cloning synthesizer's default
+   hparams (RTVC: r = 2, 256-d speaker embedding) under ``Tacotron_model/inference/``, fills the variables, runs
+   one ``AdamOptimizer`` step (so the checkpoint carries Adam slots as a trained one does) and saves a real TF1
+   checkpoint.
+2. ``speechblocks inspect`` lists the model and the blocks it holds.
+3. ``speechblocks migrate --to keras`` and ``--to torch`` write the whole model.
 4. ``tf_layers.checkpoint.load_migrated`` / ``torch_layers.load_migrated`` rebuild the blocks; the TF1
-   graph, the Keras blocks and the torch blocks run on the same inputs, and the parity table compares
-   them (DESIGN §7).
+   graph, the Keras blocks and the torch blocks run on the same inputs (block rows, DESIGN §7).
+5. ``speechblocks parity --checkpoint``: the whole model on the checkpoint's weights, teacher-forced and free
+   running, TF1 vs Keras vs torch (the whole-model rows).
+6. ``speechblocks synthesize`` from a sentence with the migrated torch and Keras files; the two mel outputs
+   are compared and the alignment picture is written to ``demo-output/`` (random weights: no real alignment).
 
 The functions :func:`legacy_model_spec`, :func:`run_keras_block` and :func:`run_torch_block` are shared
 with the migration tests and the migration benchmark.
@@ -108,14 +112,16 @@ def _step(msg: str) -> None:
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from speechblocks.cli import main as cli_main
 
     from .reference import run_legacy
 
     t0 = time.perf_counter()
-    _step("1. legacy TF1 checkpoint (Rayhane-mamah/Tacotron-2 default sizes, one Adam step)")
-    (legacy,) = run_legacy([legacy_model_spec("rayhane")])
+    _step("1. legacy TF1 checkpoint (TF1 RTVC synthesizer default sizes, one Adam step)")
+    # random weights would fire the stop token at once: its bias is fixed at -30 so that synthesis decodes to
+    # --max-iters (and the alignment picture has something to show)
+    stop_bias = "decoder/stop_token_projection/projection_stop_token_projection/bias"  # relative to the model scope
+    (legacy,) = run_legacy([legacy_model_spec("rtvc", time_steps=5, assign={stop_bias: [-30.0, -30.0]})])
     ckpt = legacy.checkpoint
     size = sum(os.path.getsize(os.path.join(os.path.dirname(ckpt), f)) for f in os.listdir(os.path.dirname(ckpt))
                if f.startswith("model.ckpt"))
@@ -125,25 +131,58 @@ def main(argv=None) -> int:
     rc = cli_main(["inspect", ckpt])
     if rc:
         return rc
-    with tempfile.TemporaryDirectory(prefix="speechblocks-demo-") as out_dir:
-        keras_file = os.path.join(out_dir, "tacotron2.weights.h5")
-        torch_file = os.path.join(out_dir, "tacotron2.pt")
+    out_dir = os.environ.get("SPEECHBLOCKS_DEMO_OUT", "demo-output")
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="speechblocks-demo-") as tmp:
+        keras_file = os.path.join(tmp, "tacotron2.weights.h5")
+        torch_file = os.path.join(tmp, "tacotron2.pt")
         for to, out in (("keras", keras_file), ("torch", torch_file)):
             _step(f"3. speechblocks migrate {os.path.basename(ckpt)} --to {to} {os.path.basename(out)}")
             rc = cli_main(["migrate", ckpt, "--to", to, out])
             if rc:
                 return rc
 
-        _step("4. TF1 graph vs migrated Keras vs migrated torch, same inputs")
+        _step("4. TF1 graph vs migrated Keras vs migrated torch blocks, same inputs")
         import torch_layers
         from tf_layers.checkpoint import load_migrated
 
-        keras_blocks = load_migrated(keras_file)
-        torch_blocks = torch_layers.load_migrated(torch_file)
+        keep = set(legacy.spec.config["blocks"])  # the blocks the legacy graph ran on its own inputs
+        keras_blocks = {k: v for k, v in load_migrated(keras_file).items() if k in keep}
+        torch_blocks = {k: v for k, v in torch_layers.load_migrated(torch_file).items() if k in keep}
         rows = parity_rows(legacy, keras_blocks, torch_blocks)
-    print(format_table(rows))
-    print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s")
-    return 0 if rows and all(r.passed for r in rows) else 1
+        print(format_table(rows))
+
+        _step(f"5. speechblocks parity --checkpoint {os.path.basename(ckpt)} --steps 10 (the whole model)")
+        from .checkpoint_parity import run_checkpoint_parity
+
+        model_rows = [r for r in run_checkpoint_parity(ckpt, steps=10, batch=1) if r.block.startswith("Tacotron2")]
+        print(format_table(model_rows))
+        rows += model_rows
+
+        sentence = "Scientists at the CERN laboratory say they have discovered a new particle."
+        spk = os.path.join(tmp, "speaker.npy")
+        np.save(spk, np.random.default_rng(0).standard_normal(256).astype(np.float32) * 0.1)
+        mels = {}
+        for framework, source in (("torch", torch_file), ("keras", keras_file)):
+            mels[framework] = os.path.join(out_dir, f"mel_{framework}.npy")
+            argv = ["synthesize", source, "--framework", framework, "--text", sentence, "--speaker-embedding", spk,
+                    "--max-iters", "150", "--set", "tacotron_dropout_rate=0", "--out", mels[framework]]
+            if framework == "torch":
+                argv += ["--plot", os.path.join(out_dir, "alignment.png")]
+            _step("6. speechblocks " + " ".join(os.path.basename(a) if os.sep in a else a for a in argv))
+            t = time.perf_counter()
+            rc = cli_main(argv)
+            if rc:
+                return rc
+            print(f"({time.perf_counter() - t:.1f} s)")
+        rows.append(compare("Tacotron2 synthesize", "Keras<->torch", "mel_outputs (CLI, 150 steps)",
+                            np.load(mels["keras"]), np.load(mels["torch"]), 1e-4))
+    print()
+    print(format_table(rows[-1:]))
+    failed = sum(not r.passed for r in rows)
+    print(f"\n{len(rows)} rows, {len(rows) - failed} PASS, {failed} FAIL; demo finished in "
+          f"{time.perf_counter() - t0:.0f} s")
+    return 0 if rows and not failed else 1
 
 
 if __name__ == "__main__":

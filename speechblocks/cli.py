@@ -218,7 +218,7 @@ def _cmd_synthesize(args) -> int:
     cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
     sequences = synthesis.encode_texts(texts, cleaners)
     outputs = synthesis.output_paths(args.out, len(texts))
-    plots = synthesis.plot_paths(args.plot, len(texts)) if args.plot else None
+    plots = synthesis.plot_paths(args.plot, len(texts), outputs) if args.plot else None
     if plots is not None:
         synthesis.require_matplotlib()
     embedding = synthesis.read_speaker_embedding(args.speaker_embedding, len(texts))

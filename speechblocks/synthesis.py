@@ -110,11 +110,13 @@ def output_paths(out: str, n: int) -> list[str]:
     return [os.path.join(out, f"{i:0{width}d}.npy") for i in range(n)]
 
 
-def plot_paths(plot: str, n: int) -> list[str]:
-    """``--plot``: the picture file(s); several sentences add ``_000``, ``_001`` ... before the extension."""
+def plot_paths(plot: str, n: int, outputs: list[str] = ()) -> list[str]:
+    """``--plot``: the picture file(s); several sentences add ``_000``, ``_001`` ... before the extension. Its
+    directory must exist or be the output directory (created with the outputs)."""
     stem, ext = os.path.splitext(plot)
     ext = ext or ".png"
-    if not os.path.isdir(os.path.dirname(os.path.abspath(plot)) or "."):
+    directory = os.path.dirname(os.path.abspath(plot))
+    if not os.path.isdir(directory) and directory not in {os.path.dirname(os.path.abspath(p)) for p in outputs}:
         raise _usage(f"--plot {plot!r}: directory {os.path.dirname(os.path.abspath(plot))!r} does not exist")
     if n == 1:
         return [stem + ext]
@@ -150,7 +152,7 @@ def read_speaker_embedding(path, n: int) -> np.ndarray | None:
                      f"got {list(e.shape)}")
     if not np.all(np.isfinite(e)):
         raise _usage(f"--speaker-embedding {path!r} holds NaN or inf")
-    return np.ascontiguousarray(e, dtype=np.float32)
+    return np.array(e, dtype=np.float32)  # a writable copy (broadcast views are read-only)
 
 
 def source_kind(source: str, framework: str | None) -> tuple[str, str]:
@@ -243,7 +245,7 @@ def synthesize(model, framework: str, encoded: list[tuple[str, list[int]]], embe
     results = []
     for i, ((cleaned, ids), out) in enumerate(zip(encoded, outs)):
         results.append(SynthesisResult(texts[i] if texts else cleaned, cleaned, list(ids), out["mel_outputs"],
-                                       out["alignments"], out["stop_token_prediction"], int(out["steps"]),
+                                       out["alignments"], out["stop_token_prediction"], int(out["alignments"].shape[1]),
                                        bool(out["stopped"])))
     return results
 
@@ -272,8 +274,8 @@ def _plot(path: str, result: SynthesisResult) -> None:
 
 def write_outputs(results: list[SynthesisResult], paths: list[str], plots: list[str] | None) -> None:
     """Writes each mel as ``.npy`` (and each picture) through temporary files renamed at the end: all or nothing."""
-    if os.path.dirname(paths[0]) and len(paths) > 1:
-        os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
     pending: list[tuple[str, str]] = []
     try:
         for res, path in zip(results, paths):

@@ -1,12 +1,19 @@
 """speechblocks' framework-free core (pure Python and numpy; imports neither TensorFlow nor torch).
 
-What both frameworks share is written here once: the Tacotron-2 hparams presets and their validation
-(:mod:`speechblocks.tacotron2_hparams`) and the TF1 variable table of the whole model with the shape
-inference used by ``Tacotron2.from_tf1_checkpoint`` (:mod:`speechblocks.tacotron2_schema`).
+What both frameworks share is written here once, and ``tf_layers`` / ``torch_layers`` import it:
+
+* the Tacotron-2 hparams presets and their validation (:mod:`.tacotron2_hparams`), the TF1 variable table of the
+  whole model with its shape inference (:mod:`.tacotron2_schema`);
+* the TF1 weight exchange's strict checks and their messages (:mod:`.tf1_exchange`), TF1 scope names
+  (:mod:`.tf1_names`), the numpy TF1 <-> Keras/torch layout conversions (:mod:`.layouts`), argument checks and
+  constants of each block (:mod:`.arguments`, :mod:`.block_hparams`, :mod:`.masked_losses`, :mod:`.cbhg`, ...);
+* the text front-end of the original (:mod:`.text`: symbols, cleaners, numbers);
+* the checkpoint migration (:mod:`.migration`: inventory, whole-model and block migration, the file formats),
+  synthesis from the command line (:mod:`.synthesis`) and the ``speechblocks`` console script (:mod:`.cli`).
 """
 from .tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
 from .tacotron2_schema import check_tf1_shapes, checkpoint_hparams, infer_hparams, tf1_variable_shapes
+from .tf1_exchange import TF1LoadReport, TF1WeightsError
 
-__all__ = ["TACOTRON2_PRESETS", "Tacotron2HParams", "check_tf1_shapes", "checkpoint_hparams", "infer_hparams",
-           "resolve_hparams",
-           "tacotron2_hparams", "tf1_variable_shapes"]
+__all__ = ["TACOTRON2_PRESETS", "TF1LoadReport", "TF1WeightsError", "Tacotron2HParams", "check_tf1_shapes",
+           "checkpoint_hparams", "infer_hparams", "resolve_hparams", "tacotron2_hparams", "tf1_variable_shapes"]

@@ -1,9 +1,11 @@
 """Input checks that answer bad input with a ValueError naming the argument and the expected shape."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import tensorflow as tf
+
+# re-exported: the blocks' from_hparams read hparams with it
+from speechblocks.block_hparams import hparam as hparam
+from speechblocks.validation_messages import not_floating_message, rank_below_two_message, wrong_rank_message
 
 
 def check_float_tensor(x, name: str, block: str, rank: int | None = None, last_dim: int | None = None,
@@ -21,10 +23,10 @@ def check_float_tensor(x, name: str, block: str, rank: int | None = None, last_d
     expect = f" expected shape {shape_doc}" if shape_doc else ""
     dtype = tf.as_dtype(x.dtype)
     if not dtype.is_floating:
-        raise ValueError(f"{block}: argument `{name}` must be a floating tensor,{expect}; got dtype {dtype.name}.")
+        raise ValueError(not_floating_message(block, name, shape_doc, dtype.name))
     shape = x.shape
     if rank is not None and shape.rank is not None and shape.rank != rank:
-        raise ValueError(f"{block}: argument `{name}` must have rank {rank},{expect}; got shape {shape}.")
+        raise ValueError(wrong_rank_message(block, name, rank, shape_doc, str(shape)))
     if last_dim is not None and shape.rank is not None and shape[-1] is not None and shape[-1] != last_dim:
         raise ValueError(
             f"{block}: argument `{name}` has {shape[-1]} channels in its last axis but the layer was built "
@@ -50,7 +52,7 @@ def check_features(x, name: str, block: str, in_features: int | None):
     doc = f"(batch, [time,] {in_features if in_features is not None else 'in_features'})"
     check_float_tensor(x, name, block, rank=None, last_dim=in_features, shape_doc=doc)
     if x.shape.rank is not None and x.shape.rank < 2:
-        raise ValueError(f"{block}: argument `{name}` must have rank >= 2, expected shape {doc}; got shape {x.shape}.")
+        raise ValueError(rank_below_two_message(block, name, doc, str(x.shape)))
 
 
 def check_build_shape(input_shape, block: str):
@@ -59,14 +61,3 @@ def check_build_shape(input_shape, block: str):
         raise ValueError(f"{block}: argument `inputs` must have rank >= 2 and a known last axis, expected shape "
                          f"(batch, [time,] in_features); got shape {input_shape}.")
     return input_shape
-
-
-def hparam(hp, name: str):
-    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
-    if isinstance(hp, Mapping):
-        if name not in hp:
-            raise ValueError(f"hparams: missing entry {name!r}")
-        return hp[name]
-    if not hasattr(hp, name):
-        raise ValueError(f"hparams: missing attribute {name!r}")
-    return getattr(hp, name)

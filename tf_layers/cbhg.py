@@ -4,26 +4,14 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from speechblocks.cbhg import check_cbhg_arguments
+from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
+
 from ._validation import check_float_tensor, check_lengths
 from .conv1d_block import Conv1DBlock
 from .highway_net import HighwayNet
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 from .tf1_gru_cell import TF1GRUCell, bidirectional_tf1_gru
-
-
-def _check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size, n_highwaynet_layers,
-                          highway_units, rnn_units):
-    for name, value in (("K", K), ("conv_channels", conv_channels), ("pool_size", pool_size),
-                        ("projection_kernel_size", projection_kernel_size), ("highway_units", highway_units),
-                        ("rnn_units", rnn_units)):
-        if int(value) < 1:
-            raise ValueError(f"CBHG: `{name}` must be >= 1; got {value}.")
-    if int(n_highwaynet_layers) < 0:
-        raise ValueError(f"CBHG: `n_highwaynet_layers` must be >= 0; got {n_highwaynet_layers}.")
-    projections = [int(p) for p in projections]
-    if len(projections) != 2 or min(projections) < 1:
-        raise ValueError(f"CBHG: `projections` must hold two positive sizes (proj1, proj2); got {projections}.")
-    return projections
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")
@@ -85,11 +73,9 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
                  n_highwaynet_layers: int, highway_units: int, rnn_units: int, tf1_scope: str | None = None,
                  bn_position: str = "before", **kwargs):
         super().__init__(**kwargs)
-        if bn_position not in ("before", "after"):
-            raise ValueError(f"CBHG: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        self.projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
+                                                n_highwaynet_layers, highway_units, rnn_units, bn_position)
         self.bn_position = bn_position
-        self.projections = _check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
-                                                 n_highwaynet_layers, highway_units, rnn_units)
         self.K = int(K)
         self.conv_channels = int(conv_channels)
         self.pool_size = int(pool_size)
@@ -110,11 +96,11 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
                                  bn_position=bn_position, dtype=policy, name="proj2")
         self.dense = (keras.layers.Dense(self.highway_units, dtype=policy, name="dense")
                       if self.projections[1] != self.highway_units else None)
-        self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=f"{self.tf1_scope}_highwaynet_{i + 1}", dtype=policy,
-                                       name=f"highwaynet_{i + 1}") for i in range(self.n_highwaynet_layers)]
-        self.fw_cell = TF1GRUCell(self.rnn_units, tf1_scope=f"bidirectional_rnn/fw/{self.tf1_scope}_forward_RNN",
+        self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
+                                       dtype=policy, name=f"highwaynet_{i + 1}") for i in range(self.n_highwaynet_layers)]
+        self.fw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "fw"),
                                   dtype=policy, name="forward_RNN")
-        self.bw_cell = TF1GRUCell(self.rnn_units, tf1_scope=f"bidirectional_rnn/bw/{self.tf1_scope}_backward_RNN",
+        self.bw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "bw"),
                                   dtype=policy, name="backward_RNN")
 
     def _shape_doc(self) -> str:
@@ -175,24 +161,11 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
 
     # -- TF1 exchange -------------------------------------------------------------------------
     def _tf1_variables(self):
-        out: dict[str, TF1Variable] = {}
-
-        def add(prefix, block):
-            for name, var in block._tf1_variables().items():
-                out[f"{prefix}/{name}"] = var
-
-        for k, conv in enumerate(self.conv_bank, start=1):
-            add(f"conv_bank/conv1d_{k}", conv)
-        add("proj1", self.proj1)
-        add("proj2", self.proj2)
+        dense = None
         if self.dense is not None:
-            out["dense/kernel"] = TF1Variable(self.dense.kernel)
-            out["dense/bias"] = TF1Variable(self.dense.bias)
-        for hw in self.highwaynets:
-            add(hw.tf1_scope, hw)
-        add(self.fw_cell.tf1_scope, self.fw_cell)
-        add(self.bw_cell.tf1_scope, self.bw_cell)
-        return out
+            dense = {"kernel": TF1Variable(self.dense.kernel), "bias": TF1Variable(self.dense.bias)}
+        return cbhg_tf1_variables(self.conv_bank, self.proj1, self.proj2, dense, self.highwaynets, self.fw_cell,
+                                  self.bw_cell)
 
     def _tf1_input_shape(self, weights):
         return (None, None, int(weights["conv_bank/conv1d_1/conv1d/kernel"].shape[1]))

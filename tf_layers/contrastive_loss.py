@@ -8,11 +8,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# common: the framework-free part (options, checks, message texts), shared with the other framework's twin
+from speechblocks import contrastive_loss as common
+
 from ._validation import check_float_tensor, check_lengths
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 from .torch_exchange import TorchStateEntry, load_torch_entries
-
-_REDUCTIONS = ("sum", "mean", "none")
 
 
 def _torch_linear_initializers(fan_in: int):
@@ -103,20 +104,9 @@ class ContrastiveLoss(keras.layers.Layer):
                  quantizer_temp_decay: float = 0.999995, mask_threshold: float = 0.8, store_ids: bool = True,
                  reduce_ids: bool = False, multiplier: float = 16.0, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("in_dim", in_dim), ("proj_dim", proj_dim), ("combine_time_steps", combine_time_steps),
-                            ("num_negatives", num_negatives), ("codebook_size", codebook_size),
-                            ("num_groups", num_groups)):
-            if int(value) < 1:
-                raise ValueError(f"ContrastiveLoss: `{name}` must be >= 1; got {value}.")
-        if reduce not in _REDUCTIONS:
-            raise ValueError(f"ContrastiveLoss: `reduce` must be one of {_REDUCTIONS}; got {reduce!r}.")
-        if not logit_temp > 0:
-            raise ValueError(f"ContrastiveLoss: `logit_temp` must be > 0; got {logit_temp}.")
-        if (group_loss or sample_from_codebook) and not quantized_targets:
-            raise ValueError("ContrastiveLoss: `group_loss` and `sample_from_codebook` need `quantized_targets=True` "
-                             "(they use the quantizer's codebook).")
-        if quantized_targets and proj_dim % num_groups:
-            raise ValueError(f"ContrastiveLoss: `proj_dim` ({proj_dim}) must be divisible by `num_groups` ({num_groups}).")
+        common.check_contrastive_arguments(in_dim, proj_dim, combine_time_steps, num_negatives, codebook_size,
+                                           num_groups, reduce, logit_temp, quantized_targets, group_loss,
+                                           sample_from_codebook)
         self.in_dim = int(in_dim)
         self.proj_dim = int(proj_dim)
         self.combine_time_steps = int(combine_time_steps)
@@ -168,9 +158,7 @@ class ContrastiveLoss(keras.layers.Layer):
     def _draw(self, num, high, where: str):
         """``(num, num_negatives)`` indices in ``[0, high)``, distinct within a row (uniform subsets)."""
         if isinstance(num, int) and isinstance(high, int) and num > 0 and self.num_negatives > high:
-            raise ValueError(f"ContrastiveLoss: num_negatives={self.num_negatives} exceeds the {high} candidate steps "
-                             f"available to {where} (sampling is without replacement); lower `num_negatives`, mask "
-                             f"more steps or set `sample_from_non_masked=True`.")
+            raise ValueError(common.too_few_candidates_message(self.num_negatives, high, where))
         checks = []
         if not (isinstance(num, int) and isinstance(high, int)):
             checks.append(tf.debugging.Assert(
@@ -195,7 +183,7 @@ class ContrastiveLoss(keras.layers.Layer):
         if tf.executing_eagerly() and isinstance(high, int) and int(tf.size(given)):
             lo, hi = int(tf.reduce_min(given)), int(tf.reduce_max(given))
             if lo < 0 or hi >= high:
-                raise ValueError(f"ContrastiveLoss: argument `negative_indices` must lie in [0, {high}) for {where}.")
+                raise ValueError(common.indices_range_message(high, where))
         return tf.cast(given, tf.int64)
 
     # -- call ------------------------------------------------------------------------------------------
@@ -216,12 +204,11 @@ class ContrastiveLoss(keras.layers.Layer):
                            shape_doc=f"(batch, time', {self.proj_dim})")
         b_s, b_d = spectrograms.shape[0], decoder_outputs.shape[0]
         if b_s is not None and b_d is not None and b_s != b_d:
-            raise ValueError(f"ContrastiveLoss: argument `decoder_outputs` has batch {b_d} but `spectrograms` has {b_s}.")
+            raise ValueError(common.batch_mismatch_message(b_d, b_s))
         steps, t_dec = spectrograms.shape[2], decoder_outputs.shape[1]
         k = self.combine_time_steps
         if steps is not None and t_dec is not None and (t_dec < 1 or math.ceil(steps / t_dec) != k):
-            raise ValueError(f"ContrastiveLoss: argument `decoder_outputs` has {t_dec} steps for {steps} spectrogram "
-                             f"frames: ceil(time / time') must equal combine_time_steps={k}.")
+            raise ValueError(common.steps_mismatch_message(t_dec, steps, k))
         if decoder_lengths is not None:
             check_lengths(decoder_lengths, "decoder_lengths", "ContrastiveLoss", batch_dim=b_s)
 
@@ -320,7 +307,7 @@ class ContrastiveLoss(keras.layers.Layer):
         pool = targets if self.sample_from_non_masked else tgt_m
         pool_keys = keys if self.sample_from_non_masked else key_m
         high = pool.shape[1] if pool.shape[1] is not None else tf.shape(pool)[1]
-        where = "same-utterance sampling from " + ("all steps" if self.sample_from_non_masked else "masked steps")
+        where = common.sampling_description(True, self.sample_from_non_masked)
         idx = self._indices(negative_indices, n_masked, high, where, "(masked steps per utterance, num_negatives)")
         if tf.executing_eagerly():
             self.negative_indices = idx
@@ -336,7 +323,7 @@ class ContrastiveLoss(keras.layers.Layer):
         pool_keys = tf.reshape(keys, (-1, keys.shape[-1])) if self.sample_from_non_masked else key_m
         num = out_m.shape[0] if out_m.shape[0] is not None else tf.shape(out_m)[0]
         high = pool.shape[0] if pool.shape[0] is not None else tf.shape(pool)[0]
-        where = "batch-wide sampling from " + ("all steps" if self.sample_from_non_masked else "masked steps")
+        where = common.sampling_description(False, self.sample_from_non_masked)
         idx = self._indices(negative_indices, num, high, where, "(masked steps, num_negatives)")
         if tf.executing_eagerly():
             self.negative_indices = idx

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import keras
 
+from speechblocks.arguments import BN_POSITIONS, check_drop_rate
+
 from ._dropout import tf1_dropout
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
-
-_BN_POSITIONS = ("before", "after")
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")
@@ -54,10 +54,9 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
             raise ValueError(f"Conv1DBlock: `kernel_size` must be >= 1; got {kernel_size}.")
         if int(channels) < 1:
             raise ValueError(f"Conv1DBlock: `channels` must be >= 1; got {channels}.")
-        if not 0.0 <= float(drop_rate) < 1.0:
-            raise ValueError(f"Conv1DBlock: `drop_rate` must lie in [0, 1); got {drop_rate}.")
-        if bn_position not in _BN_POSITIONS:
-            raise ValueError(f"Conv1DBlock: `bn_position` must be one of {_BN_POSITIONS}; got {bn_position!r}.")
+        check_drop_rate(drop_rate, "Conv1DBlock")
+        if bn_position not in BN_POSITIONS:
+            raise ValueError(f"Conv1DBlock: `bn_position` must be one of {BN_POSITIONS}; got {bn_position!r}.")
         self.kernel_size = int(kernel_size)
         self.channels = int(channels)
         self.activation = keras.activations.get(activation)

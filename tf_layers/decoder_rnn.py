@@ -4,6 +4,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from speechblocks.tf1_names import decoder_lstm_scope, decoder_rnn_tf1_variables
+
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -222,11 +224,7 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
 
     # -- TF1 exchange -------------------------------------------------------------------------
     def _tf1_variables(self):
-        out = {}
-        for k, cell in enumerate(self.cells):
-            for name, v in cell._tf1_variables().items():
-                out[f"multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}/{name}"] = v
-        return out
+        return decoder_rnn_tf1_variables(self.cells)
 
     def _tf1_input_shape(self, weights):
-        return (None, int(weights["multi_rnn_cell/cell_0/decoder_LSTM_1/kernel"].shape[0]) - self.size)
+        return (None, int(weights[f"{decoder_lstm_scope(0)}/kernel"].shape[0]) - self.size)

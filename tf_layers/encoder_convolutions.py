@@ -6,7 +6,11 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from ._validation import check_float_tensor, hparam
+from speechblocks.arguments import check_bn_position, check_drop_rate
+from speechblocks.block_hparams import conv_stack_hparams
+from speechblocks.tf1_names import conv_layer_scope, scoped_tf1_variables
+
+from ._validation import check_float_tensor
 from .conv1d_block import Conv1DBlock
 from .tf1_exchange import TF1WeightsMixin
 
@@ -37,21 +41,17 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
 
     def _validate_common(self, kernel_size, channels, num_layers, drop_rate, bn_position):
         label = self.block_label
-        if bn_position not in ("before", "after"):
-            raise ValueError(f"{label}: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        check_bn_position(bn_position, label)
         for arg, value in (("kernel_size", kernel_size), ("channels", channels), ("num_layers", num_layers)):
             if isinstance(value, bool) or int(value) != value or int(value) < 1:
                 raise ValueError(f"{label}: `{arg}` must be an integer >= 1; got {value!r}.")
-        if not 0.0 <= float(drop_rate) < 1.0:
-            raise ValueError(f"{label}: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+        check_drop_rate(drop_rate, label)
 
     @classmethod
     def from_hparams(cls, hp, **kwargs):
         """Builds the block from Rayhane-style hparams (the block's kernel size, channels and number of
         layers, and ``tacotron_dropout_rate``); ``kwargs`` override or add keywords."""
-        kernel_size, channels, num_layers = cls._hparam_names
-        config = dict(kernel_size=hparam(hp, kernel_size), channels=hparam(hp, channels),
-                      num_layers=hparam(hp, num_layers), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config = conv_stack_hparams(hp, *cls._hparam_names)
         config.update(kwargs)
         return cls(**config)
 
@@ -74,7 +74,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
         for i, (index, activation) in enumerate(layer_specs):
             self.blocks.append(Conv1DBlock(
                 self.kernel_size, self.channels, activation=activation, drop_rate=self.drop_rate,
-                bn_position=self.bn_position, tf1_scope=f"conv_layer_{index}_{self.tf1_scope}",
+                bn_position=self.bn_position, tf1_scope=conv_layer_scope(index, self.tf1_scope),
                 seed=None if self.seed is None else int(self.seed) + i,
                 dtype=self.dtype_policy, name=f"conv_layer_{index}"))
         self.in_channels = None
@@ -133,11 +133,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
 
     # -- TF1 exchange -------------------------------------------------------------------------
     def _tf1_variables(self):
-        out = {}
-        for block in self.blocks:
-            for name, var in block._tf1_variables().items():
-                out[f"{block.tf1_scope}/{name}"] = var
-        return out
+        return scoped_tf1_variables(self.blocks)
 
     def _tf1_input_shape(self, weights):
         key = f"{self.blocks[0].tf1_scope}/conv1d/kernel"

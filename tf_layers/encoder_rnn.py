@@ -4,6 +4,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from speechblocks.tf1_names import encoder_lstm_scope, encoder_rnn_tf1_variables
+
 from ._validation import check_float_tensor, check_lengths
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -208,11 +210,7 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
 
     # -- TF1 exchange -------------------------------------------------------------------------
     def _tf1_variables(self):
-        out = {}
-        for d, cell in (("fw", self.fw_cell), ("bw", self.bw_cell)):
-            for k, v in cell._tf1_variables().items():
-                out[f"bidirectional_rnn/{d}/encoder_{d}_LSTM/{k}"] = v
-        return out
+        return encoder_rnn_tf1_variables(self.fw_cell, self.bw_cell)
 
     def _tf1_input_shape(self, weights):
-        return (None, None, int(weights["bidirectional_rnn/fw/encoder_fw_LSTM/kernel"].shape[0]) - self.size)
+        return (None, None, int(weights[f"{encoder_lstm_scope('fw')}/kernel"].shape[0]) - self.size)

@@ -6,20 +6,25 @@ upstream key ``embed.weight``.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks.gaussian_embedding import (
+    BLOCK,
+    EPS,
+    LOG_SQRT_2PI,
+    check_gaussian_embedding_arguments,
+    interleave_message,
+    outside_vocabulary_message,
+    text_shape_doc,
+)
+
 from .torch_exchange import IncompatibleKeys, TorchStateDictError
 
 __all__ = ["GaussianEmbedding", "repeat_merge"]
-
-_EPS = 1e-6
-_LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))
-_BLOCK = "GaussianEmbedding"
 
 
 def _is_integer(dtype) -> bool:
@@ -149,12 +154,7 @@ class GaussianEmbedding(keras.layers.Layer):
     def __init__(self, num_labels: int, d_emb: int, pad: int, sigma_c: float = 2.0, merge_blanks: bool = False,
                  blank_free: bool = True, **kwargs):
         super().__init__(**kwargs)
-        if int(num_labels) < 1 or int(d_emb) < 1:
-            raise ValueError(f"{_BLOCK}: `num_labels` and `d_emb` must be >= 1; got {num_labels}, {d_emb}.")
-        if not 0 <= int(pad) < int(num_labels):
-            raise ValueError(f"{_BLOCK}: `pad` must be a token id in [0, {num_labels}); got {pad}.")
-        if not float(sigma_c) > 0.0:
-            raise ValueError(f"{_BLOCK}: `sigma_c` must be > 0; got {sigma_c}.")
+        check_gaussian_embedding_arguments(num_labels, d_emb, pad, sigma_c)
         self.num_labels = int(num_labels)
         self.d_emb = int(d_emb)
         self.pad = int(pad)
@@ -171,32 +171,26 @@ class GaussianEmbedding(keras.layers.Layer):
     # -- input checks -----------------------------------------------------------------------------
     def _check_inputs(self, text, durs):
         odd = self.blank_free or self.merge_blanks
-        doc = "(batch, 2n+1)" if odd else "(batch, length)"
+        doc = text_shape_doc(odd)
         if not _is_integer(text.dtype):
-            raise ValueError(f"{_BLOCK}: argument `text` must be an integer tensor of token ids, expected shape {doc}; "
+            raise ValueError(f"{BLOCK}: argument `text` must be an integer tensor of token ids, expected shape {doc}; "
                              f"got dtype {text.dtype.name}.")
         if text.shape.rank is not None and text.shape.rank != 2:
-            raise ValueError(f"{_BLOCK}: argument `text` must have rank 2, expected shape {doc}; got shape {text.shape}.")
+            raise ValueError(f"{BLOCK}: argument `text` must have rank 2, expected shape {doc}; got shape {text.shape}.")
         if odd and text.shape.rank == 2 and text.shape[1] is not None and text.shape[1] % 2 != 1:
-            raise ValueError(f"{_BLOCK}: argument `text` must interleave blanks, expected shape (batch, 2n+1) with an "
-                             f"odd length; got shape {text.shape}.")
-        _check_pair(text, durs, _BLOCK, "text", "durs", doc)
+            raise ValueError(f"{interleave_message()} with an odd length; got shape {text.shape}.")
+        _check_pair(text, durs, BLOCK, "text", "durs", doc)
         if tf.executing_eagerly():
             t = text.numpy()
             if t.size and (t.min() < 0 or t.max() >= self.num_labels):
-                raise ValueError(f"{_BLOCK}: argument `text` holds token ids outside the vocabulary "
-                                 f"[0, {self.num_labels}): min {t.min()}, max {t.max()}.")
+                raise ValueError(f"{outside_vocabulary_message(self.num_labels)}: min {t.min()}, max {t.max()}.")
             return []
-        asserts = _graph_asserts(text, durs, _BLOCK, "text", "durs")
-        asserts.append(tf.debugging.assert_non_negative(
-            text, message=f"{_BLOCK}: argument `text` holds token ids outside the vocabulary [0, {self.num_labels})"))
-        asserts.append(tf.debugging.assert_less(
-            text, tf.cast(self.num_labels, text.dtype),
-            message=f"{_BLOCK}: argument `text` holds token ids outside the vocabulary [0, {self.num_labels})"))
+        asserts = _graph_asserts(text, durs, BLOCK, "text", "durs")
+        outside = outside_vocabulary_message(self.num_labels)
+        asserts.append(tf.debugging.assert_non_negative(text, message=outside))
+        asserts.append(tf.debugging.assert_less(text, tf.cast(self.num_labels, text.dtype), message=outside))
         if odd:
-            asserts.append(tf.debugging.assert_equal(
-                tf.shape(text)[1] % 2, 1,
-                message=f"{_BLOCK}: argument `text` must interleave blanks, expected shape (batch, 2n+1)"))
+            asserts.append(tf.debugging.assert_equal(tf.shape(text)[1] % 2, 1, message=interleave_message()))
         return asserts
 
     def call(self, text, durs, training=None):
@@ -218,19 +212,19 @@ class GaussianEmbedding(keras.layers.Layer):
         # weights in float32 whatever the compute dtype (times reach thousands of frames)
         d = tf.cast(durs, tf.float32)
         centres = d / 2.0 + tf.cast(tf.cumsum(durs, axis=1, exclusive=True), tf.float32)
-        sigmas = d / self.sigma_c + _EPS
+        sigmas = d / self.sigma_c + EPS
         if self.merge_blanks:
             centres, sigmas, text = centres[:, 1::2], sigmas[:, 1::2], text[:, 1::2]
         two_var = 2.0 * tf.square(sigmas)
         offset = tf.where(tf.equal(text, self.pad), tf.constant(np.inf, tf.float32),
-                          tf.math.log(sigmas) + _LOG_SQRT_2PI)
+                          tf.math.log(sigmas) + LOG_SQRT_2PI)
 
         times = tf.cast(tf.range(frames), tf.float32) + 0.5
         diff = times[tf.newaxis, :, tf.newaxis] - centres[:, tf.newaxis, :]
         z = -tf.square(diff) / two_var[:, tf.newaxis, :] - offset[:, tf.newaxis, :]
         w = tf.exp(tf.maximum(z, -87.0))
         w = tf.where(w > 2e-38, w, 0.0)
-        w = w / (tf.reduce_sum(w, axis=-1, keepdims=True) + _EPS)
+        w = w / (tf.reduce_sum(w, axis=-1, keepdims=True) + EPS)
         columns = tf.shape(w)[2]
         last = tf.one_hot(columns - 1, columns, dtype=tf.float32)
         w = tf.where(tf.equal(repeats, self.pad)[:, :, tf.newaxis], last, w)
@@ -288,7 +282,7 @@ class GaussianEmbedding(keras.layers.Layer):
             else:
                 values[key] = value
         if problems:
-            raise TorchStateDictError(_BLOCK, problems)
+            raise TorchStateDictError(BLOCK, problems)
         if not self.built:
             self.build(None)
         if "embed.weight" in values:

@@ -7,6 +7,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks.gumbel_vector_quantizer import annealed_temperature, check_quantizer_arguments
+
 from ._validation import check_float_tensor
 from .torch_exchange import TorchStateEntry, load_torch_entries
 
@@ -67,14 +69,7 @@ class GumbelVectorQuantizer(keras.layers.Layer):
                  combine_groups: bool = True, vq_dim: int | None = None, time_first: bool = True,
                  seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        vq_dim = dim if vq_dim is None else vq_dim
-        for name, value in (("dim", dim), ("num_vars", num_vars), ("groups", groups), ("vq_dim", vq_dim)):
-            if int(value) < 1:
-                raise ValueError(f"GumbelVectorQuantizer: `{name}` must be >= 1; got {value}.")
-        if int(vq_dim) % int(groups):
-            raise ValueError(f"GumbelVectorQuantizer: `vq_dim` ({vq_dim}) must be divisible by `groups` ({groups}).")
-        if len(temp) != 3:
-            raise ValueError(f"GumbelVectorQuantizer: `temp` must be (start, min, decay); got {temp!r}.")
+        vq_dim = check_quantizer_arguments(dim, num_vars, temp, groups, vq_dim)
         self.input_dim = int(dim)
         self.num_vars = int(num_vars)
         self.groups = int(groups)
@@ -105,7 +100,7 @@ class GumbelVectorQuantizer(keras.layers.Layer):
         """Sets ``curr_temp = max(start * decay ** num_updates, min)``."""
         if not self.built:
             self.build()
-        self._curr_temp.assign(max(self.max_temp * self.temp_decay ** num_updates, self.min_temp))
+        self._curr_temp.assign(annealed_temperature(self.max_temp, self.min_temp, self.temp_decay, num_updates))
 
     def codebook(self):
         """``(groups, num_vars, vq_dim / groups)``: each group's entries (shared ones repeated)."""

@@ -12,6 +12,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# common: the framework-free part (options, checks, message texts), shared with the other framework's twin
+from speechblocks import masked_losses as common
+from speechblocks.masked_losses import priority_frequencies
+
 from ._validation import check_float_tensor, check_lengths
 
 __all__ = [
@@ -23,9 +27,6 @@ __all__ = [
     "MaskedLinearLoss",
     "priority_frequencies",
 ]
-
-_COUNT_MODES = ("nonzero_loss", "mask")
-_LOW_BAND_NORMS = ("full_mask", "low_band_mask")
 
 
 # -- validation and masks ------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def checked_lengths(lengths, name: str, block: str):
     inside ``tf.function`` get a ``tf.debugging`` assertion carrying the same message.
     """
     lengths = check_lengths(lengths, name, block)
-    message = f"{block}: argument `{name}` must hold lengths >= 0, expected shape (batch,)"
+    message = common.negative_lengths_message(block, name)
     value = tf.get_static_value(lengths)
     if value is not None:
         value = np.asarray(value)
@@ -84,8 +85,7 @@ def _targets_outputs(targets, outputs, block: str, rank: int, shape_doc: str):
     check_float_tensor(targets, "targets", block, rank=rank, shape_doc=shape_doc)
     check_float_tensor(outputs, "outputs", block, rank=rank, shape_doc=shape_doc)
     compute = tf.float64 if tf.float64 in (targets.dtype, outputs.dtype) else tf.float32
-    message = (f"{block}: argument `outputs` must have the shape of `targets`, expected shape {shape_doc} "
-               f"for both (no broadcasting)")
+    message = common.shape_mismatch_message(block, shape_doc)
     if not targets.shape.is_compatible_with(outputs.shape):
         raise ValueError(f"{message}; got targets {targets.shape} and outputs {outputs.shape}.")
     checks = []
@@ -97,19 +97,15 @@ def _targets_outputs(targets, outputs, block: str, rank: int, shape_doc: str):
 def _mask_from_lengths(lengths, targets, r: int, block: str, shape_doc: str):
     """The seed's ``sequence_mask(lengths, r)`` laid over ``targets``' time axis, with its shape checks."""
     if lengths is None:
-        raise ValueError(f"{block}: argument `targets_lengths` (integer tensor of shape (batch,)) is required "
-                         "when `mask` is None.")
+        raise ValueError(common.lengths_required_message(block))
     lengths = checked_lengths(lengths, "targets_lengths", block)
     checks = []
     batch, time = targets.shape[0], targets.shape[1]
     if batch is not None and lengths.shape[0] is not None and lengths.shape[0] != batch:
         raise ValueError(f"{block}: argument `targets_lengths` has {lengths.shape[0]} entries but `targets` has "
                          f"batch {batch}; expected shape (batch,) with targets {shape_doc}.")
-    too_long = (f"{block}: argument `targets_lengths` holds a length longer than the time axis of `targets` "
-                f"{shape_doc}; every length must be <= time")
-    not_padded = (f"{block}: argument `targets_lengths`: max(targets_lengths) rounded up to a multiple of "
-                  f"outputs_per_step={r} must equal the time axis of `targets` {shape_doc} (TF1 Tacotron-2 pads "
-                  "targets to exactly that length); pad or crop targets and outputs, or pass `mask=`")
+    too_long = common.length_too_long_message(block, shape_doc)
+    not_padded = common.not_padded_message(block, r, shape_doc)
     value = _static(lengths)
     if value is not None and time is not None:
         longest = int(value.max()) if value.size else 0
@@ -133,8 +129,8 @@ def _explicit_mask(mask, targets, block: str, per_channel: bool, shape_doc: str)
     """A user mask cast to the compute dtype, shape-checked against ``targets`` (3-D losses accept
     ``(batch, time)``, ``(batch, time, 1)`` and ``(batch, time, channels)``; the cross-entropy ``(batch, time)``)."""
     mask = tf.convert_to_tensor(mask)
+    expect = common.mask_shape_expectation(shape_doc, per_channel)
     if per_channel:
-        expect = f"(batch, time), (batch, time, 1) or (batch, time, channels) with targets {shape_doc}"
         if mask.shape.rank not in (None, 2, 3):
             raise ValueError(f"{block}: argument `mask` must have shape {expect}; got shape {mask.shape}.")
         if mask.shape.rank == 2:
@@ -142,7 +138,6 @@ def _explicit_mask(mask, targets, block: str, per_channel: bool, shape_doc: str)
         ok = ((mask.shape[:2].is_compatible_with(targets.shape[:2]) and mask.shape[2:].is_compatible_with([1]))
               or mask.shape.is_compatible_with(targets.shape))
     else:
-        expect = f"{shape_doc} like targets"
         ok = mask.shape.is_compatible_with(targets.shape)
     if not ok:
         raise ValueError(f"{block}: argument `mask` must have shape {expect}; got mask {mask.shape} for targets "
@@ -163,14 +158,9 @@ def _mask(block, targets, targets_lengths, outputs_per_step, mask, per_channel, 
     return m[:, :, None] if per_channel else m
 
 
-def priority_frequencies(sample_rate: float, num_freq: int) -> int:
-    """The seed's ``n_priority_freq = int(2000 / (sample_rate * 0.5) * num_freq)``: bins below 2 kHz."""
-    return int(2000 / (sample_rate * 0.5) * num_freq)
-
-
 def _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block):
-    if low_band_norm not in _LOW_BAND_NORMS:
-        raise ValueError(f"{block}: argument `low_band_norm` must be one of {_LOW_BAND_NORMS}; got {low_band_norm!r}.")
+    if low_band_norm not in common.LOW_BAND_NORMS:
+        raise ValueError(f"{block}: argument `low_band_norm` must be one of {common.LOW_BAND_NORMS}; got {low_band_norm!r}.")
     if sample_rate is None or not np.isfinite(float(sample_rate)) or float(sample_rate) <= 0:
         raise ValueError(f"{block}: argument `sample_rate` must be a positive number (Hz); got {sample_rate!r}.")
     if num_freq is None:
@@ -266,8 +256,8 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
     0.693147
     """
     block, doc = "masked_sigmoid_cross_entropy", "(batch, time)"
-    if count not in _COUNT_MODES:
-        raise ValueError(f"{block}: argument `count` must be one of {_COUNT_MODES}; got {count!r}.")
+    if count not in common.COUNT_MODES:
+        raise ValueError(f"{block}: argument `count` must be one of {common.COUNT_MODES}; got {count!r}.")
     if not np.isfinite(float(pos_weight)):
         raise ValueError(f"{block}: argument `pos_weight` must be a finite number; got {pos_weight!r}.")
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 2, doc)
@@ -484,12 +474,7 @@ class MaskedSigmoidCrossEntropy(_MaskedLoss):
                  packed: bool = False, name="masked_sigmoid_cross_entropy", reduction="sum_over_batch_size",
                  dtype=None):
         super().__init__(outputs_per_step, packed, name=name, reduction=reduction, dtype=dtype)
-        if count not in _COUNT_MODES:
-            raise ValueError(f"MaskedSigmoidCrossEntropy: argument `count` must be one of {_COUNT_MODES}; got {count!r}.")
-        if not np.isfinite(float(pos_weight)):
-            raise ValueError(f"MaskedSigmoidCrossEntropy: argument `pos_weight` must be finite; got {pos_weight!r}.")
-        self.pos_weight = float(pos_weight)
-        self.count = count
+        self.pos_weight, self.count = common.check_cross_entropy_options(pos_weight, count, "MaskedSigmoidCrossEntropy")
 
     def _loss(self, targets, outputs, lengths, mask):
         return masked_sigmoid_cross_entropy(targets, outputs, lengths, outputs_per_step=self.outputs_per_step,
@@ -523,16 +508,8 @@ class MaskedLinearLoss(_MaskedLoss):
                  low_band_norm: str = "full_mask", packed: bool = False, name="masked_linear_loss",
                  reduction="sum_over_batch_size", dtype=None):
         super().__init__(outputs_per_step, packed, name=name, reduction=reduction, dtype=dtype)
-        if low_band_norm not in _LOW_BAND_NORMS:
-            raise ValueError(f"MaskedLinearLoss: argument `low_band_norm` must be one of {_LOW_BAND_NORMS}; got "
-                             f"{low_band_norm!r}.")
-        if not np.isfinite(float(sample_rate)) or float(sample_rate) <= 0:
-            raise ValueError(f"MaskedLinearLoss: argument `sample_rate` must be a positive number; got {sample_rate!r}.")
-        if num_freq is not None and int(num_freq) < 1:
-            raise ValueError(f"MaskedLinearLoss: argument `num_freq` must be >= 1; got {num_freq!r}.")
-        self.sample_rate = float(sample_rate)
-        self.num_freq = None if num_freq is None else int(num_freq)
-        self.low_band_norm = low_band_norm
+        self.sample_rate, self.num_freq, self.low_band_norm = common.check_linear_loss_options(
+            sample_rate, num_freq, low_band_norm, "MaskedLinearLoss")
 
     def _loss(self, targets, outputs, lengths, mask):
         return masked_linear_loss(targets, outputs, lengths, outputs_per_step=self.outputs_per_step, mask=mask,

@@ -3,32 +3,15 @@ from __future__ import annotations
 
 import keras
 
-from .encoder_convolutions import ConvStack
+from speechblocks.tf1_names import postnet_scope_indices as _postnet_scope_indices
 
-_SEED_LAST_INDEX = 5
+from .encoder_convolutions import ConvStack
 
 
 def postnet_scope_indices(num_layers: int, last_layer_scope_index: int | None, label: str = "Postnet") -> list[int]:
-    """TF1 scope indices ``conv_layer_{i}_<scope>`` of the postnet layers, first to last.
-
-    The seed names layers ``1 .. num_layers - 1`` and then hard-codes ``5`` for the last layer. With
-    ``num_layers > 5`` two layers would share ``conv_layer_5`` (TF1 refuses to build that graph), so a
-    corrected index must be asked for explicitly.
-    """
-    last = _SEED_LAST_INDEX if last_layer_scope_index is None else last_layer_scope_index
-    if isinstance(last, bool) or int(last) != last or int(last) < 1:
-        raise ValueError(f"{label}: `last_layer_scope_index` must be an integer >= 1 or None; got {last_layer_scope_index!r}.")
-    last = int(last)
-    if last < num_layers:
-        if last_layer_scope_index is None:
-            raise ValueError(
-                f"{label}: num_layers={num_layers} > 5 cannot be named as the TF1 seed does: its last layer is "
-                f"hard-coded as 'conv_layer_5_<scope>', which layer 5 already uses (TF1 refuses to build that "
-                f"graph). Pass last_layer_scope_index={num_layers} (or any index >= num_layers) to name the last "
-                f"layer 'conv_layer_{num_layers}_<scope>'.")
-        raise ValueError(f"{label}: `last_layer_scope_index`={last} collides with the scope of layer {last}; it "
-                         f"must be >= num_layers={num_layers}.")
-    return list(range(1, num_layers)) + [last]
+    """TF1 scope indices ``conv_layer_{i}_<scope>`` of the postnet layers, first to last (see
+    :func:`speechblocks.tf1_names.postnet_scope_indices`; an integral float such as ``6.0`` is accepted)."""
+    return _postnet_scope_indices(num_layers, last_layer_scope_index, label, integral_floats=True)
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")

@@ -6,8 +6,11 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from speechblocks.arguments import check_drop_rate
+from speechblocks.block_hparams import prenet_hparams
+
 from ._dropout import tf1_dropout
-from ._validation import check_build_shape, check_features, hparam
+from ._validation import check_build_shape, check_features
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 
@@ -56,8 +59,7 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
         for s in layers_sizes:
             if isinstance(s, bool) or int(s) != s or int(s) < 1:
                 raise ValueError(f"Prenet: `layers_sizes` entries must be integers >= 1; got {list(layers_sizes)!r}.")
-        if not 0.0 <= float(drop_rate) < 1.0:
-            raise ValueError(f"Prenet: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+        check_drop_rate(drop_rate, "Prenet")
         self.layers_sizes = [int(s) for s in layers_sizes]
         self.drop_rate = float(drop_rate)
         self.activation = keras.activations.get(activation)
@@ -71,7 +73,7 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
     @classmethod
     def from_hparams(cls, hp, **kwargs):
         """Builds the block from Rayhane-style hparams (``prenet_layers``, ``tacotron_dropout_rate``)."""
-        config = dict(layers_sizes=list(hparam(hp, "prenet_layers")), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config = prenet_hparams(hp)
         config.update(kwargs)
         return cls(**config)
 

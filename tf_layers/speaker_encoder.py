@@ -8,6 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks.speaker_encoder import check_speaker_encoder_arguments, ge2e_eer
+
 from ._validation import check_float_tensor
 from .torch_exchange import TorchExchange, TorchStateMixin
 
@@ -70,10 +72,7 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
     def __init__(self, mel_n_channels: int = 40, model_hidden_size: int = 256, model_num_layers: int = 3,
                  model_embedding_size: int = 256, **kwargs):
         super().__init__(**kwargs)
-        for arg, value in (("mel_n_channels", mel_n_channels), ("model_hidden_size", model_hidden_size),
-                           ("model_num_layers", model_num_layers), ("model_embedding_size", model_embedding_size)):
-            if int(value) < 1:
-                raise ValueError(f"SpeakerEncoder: `{arg}` must be >= 1; got {value}.")
+        check_speaker_encoder_arguments(mel_n_channels, model_hidden_size, model_num_layers, model_embedding_size)
         self.mel_n_channels = int(mel_n_channels)
         self.model_hidden_size = int(model_hidden_size)
         self.model_num_layers = int(model_num_layers)
@@ -170,7 +169,7 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
         eer = None
         if compute_eer:
-            eer = _eer(np.asarray(logits))
+            eer = ge2e_eer(np.asarray(logits))
         return loss, eer
 
     # -- torch exchange -----------------------------------------------------------------------
@@ -196,17 +195,3 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
         out.append(TorchExchange(self.similarity_weight, ("similarity_weight",), ((1,),)))
         out.append(TorchExchange(self.similarity_bias, ("similarity_bias",), ((1,),)))
         return out
-
-
-def _eer(logits: np.ndarray) -> float:
-    """EER of flattened one-hot labels vs scores, ROC + brentq on its interpolation (as upstream)."""
-    from scipy.interpolate import interp1d
-    from scipy.optimize import brentq
-    from sklearn.metrics import roc_curve
-
-    n_spk = logits.shape[-1]
-    n_utt = logits.shape[0] // n_spk
-    labels = np.repeat(np.eye(n_spk, dtype=np.int32), n_utt, axis=0)
-    fpr, tpr, _ = roc_curve(labels.reshape(-1), logits.reshape(-1))
-    curve = interp1d(fpr, tpr)
-    return float(brentq(lambda v: 1.0 - v - curve(v), 0.0, 1.0))

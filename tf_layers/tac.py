@@ -4,12 +4,13 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from speechblocks.tac import check_tac_sizes, tac_activation
+
 from ._validation import check_float_tensor
 from .torch_exchange import TorchExchange, TorchStateMixin
 
 __all__ = ["TAC"]
 
-_ACTIVATIONS = ("prelu", "relu", "tanh", "sigmoid", "linear", "elu", "gelu")
 _NORMS = ("gLN", "cLN")
 _EPS = 1e-8
 
@@ -68,11 +69,8 @@ class TAC(TorchStateMixin, keras.layers.Layer):
     def __init__(self, input_dim: int, hidden_dim: int = 384, activation: str = "prelu", norm_type: str = "gLN",
                  **kwargs):
         super().__init__(**kwargs)
-        if int(input_dim) < 1 or int(hidden_dim) < 1:
-            raise ValueError(f"TAC: `input_dim` and `hidden_dim` must be >= 1; got {input_dim}, {hidden_dim}.")
-        act = activation.lower() if isinstance(activation, str) else activation
-        if act not in _ACTIVATIONS:
-            raise ValueError(f"TAC: `activation` must be one of {list(_ACTIVATIONS)}; got {activation!r}.")
+        check_tac_sizes(input_dim, hidden_dim)
+        act = tac_activation(activation)
         if norm_type not in _NORMS:
             raise ValueError(f"TAC: `norm_type` must be one of {list(_NORMS)}; got {norm_type!r}.")
         self.input_dim = int(input_dim)

@@ -11,26 +11,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+# the framework-free part (error, report, strict checks and their messages) lives in speechblocks.tf1_exchange
+from speechblocks.tf1_exchange import TF1LoadReport, TF1WeightsError, assign_tf1_weights, tf1_shape
+from speechblocks.tf1_exchange import check_tf1_weights as check_tf1_weights  # re-exported
+
 __all__ = ["TF1Variable", "TF1WeightsError", "TF1LoadReport", "TF1WeightsMixin"]
-
-
-class TF1WeightsError(ValueError):
-    """Raised when TF1 weights do not fit a block; ``problems`` lists every problem found."""
-
-    def __init__(self, block: str, problems: list[str]):
-        self.block = block
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{block}: cannot load TF1 weights ({len(self.problems)} problem(s)); nothing was assigned:\n{lines}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TF1LoadReport:
-    """What ``load_tf1_weights`` did: keys assigned, expected keys absent, keys not used."""
-
-    loaded: tuple[str, ...]
-    missing: tuple[str, ...] = ()
-    unexpected: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -52,39 +37,11 @@ class TF1Variable:
         return self.to_tf1(v) if self.to_tf1 is not None else v
 
     def tf1_shape(self) -> tuple[int, ...]:
-        shape = tuple(int(d) for d in self.variable.shape)
-        if self.to_tf1 is None:
-            return shape
-        return tuple(self.to_tf1(np.zeros(shape, np.float32)).shape)
+        return tf1_shape(self.variable.shape, self.to_tf1)
 
     def assign(self, tf1_value: np.ndarray) -> None:
         v = self.from_tf1(tf1_value) if self.from_tf1 is not None else tf1_value
         self.variable.assign(np.asarray(v, dtype=np.dtype(self.variable.dtype)))
-
-
-def check_tf1_weights(
-    block: str,
-    expected: Mapping[str, tuple[int, ...]],
-    weights: Mapping[str, np.ndarray],
-    strict: bool,
-) -> tuple[list[str], list[str]]:
-    """Validates ``weights`` against ``expected`` shapes; raises one TF1WeightsError listing all problems.
-
-    Shape mismatches are errors even when ``strict`` is False (as in torch's ``load_state_dict``).
-    Returns ``(missing, unexpected)`` keys.
-    """
-    problems = []
-    missing = [k for k in expected if k not in weights]
-    unexpected = sorted(k for k in weights if k not in expected)
-    if strict:
-        problems += [f"missing key {k!r} (expected shape {list(expected[k])})" for k in missing]
-        problems += [f"unexpected key {k!r} (shape {list(np.shape(weights[k]))})" for k in unexpected]
-    for k, shape in expected.items():
-        if k in weights and tuple(np.shape(weights[k])) != tuple(shape):
-            problems.append(f"key {k!r} has shape {list(np.shape(weights[k]))}, expected {list(shape)}")
-    if problems:
-        raise TF1WeightsError(block, problems)
-    return missing, unexpected
 
 
 class TF1WeightsMixin:
@@ -134,10 +91,4 @@ class TF1WeightsMixin:
                     [f"missing key {e.args[0]!r}: needed to infer the input size of an unbuilt layer"],
                 ) from None
             self.build(input_shape)
-        spec = self._tf1_variables()
-        expected = {k: v.tf1_shape() for k, v in spec.items()}
-        missing, unexpected = check_tf1_weights(self._tf1_describe(), expected, weights, strict)
-        loaded = [k for k in spec if k in weights]
-        for k in loaded:
-            spec[k].assign(weights[k])
-        return TF1LoadReport(tuple(loaded), tuple(missing), tuple(unexpected))
+        return assign_tf1_weights(self._tf1_describe(), self._tf1_variables(), weights, strict)

@@ -4,21 +4,11 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from speechblocks.arguments import check_zoneout as check_zoneout  # re-exported for the recurrent blocks
+from speechblocks.layouts import DEFAULT_FORGET_BIAS as FORGET_BIAS
+
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
-
-FORGET_BIAS = 1.0
-
-
-def check_zoneout(value, name: str, block: str) -> float:
-    """A zoneout factor must be a number in [0, 1] (DESIGN §4)."""
-    try:
-        z = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{block}: `{name}` must be a number in [0, 1]; got {value!r}.") from None
-    if not 0.0 <= z <= 1.0:
-        raise ValueError(f"{block}: `{name}` must lie in [0, 1]; got {value!r}.")
-    return z
 
 
 def effective_bias(bias, dtype):

@@ -1,10 +1,13 @@
 """Input checks that answer bad input with a ValueError naming the argument and the expected shape."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Optional
 
 import torch
+
+# re-exported: the blocks' from_hparams read hparams with it
+from speechblocks.block_hparams import hparam as hparam
+from speechblocks.validation_messages import not_floating_message, rank_below_two_message, wrong_rank_message
 
 from . import activations
 
@@ -15,11 +18,9 @@ def check_float_tensor(x: torch.Tensor, name: str, block: str, rank: int, last_d
     TorchScript compatible.
     """
     if not x.is_floating_point():
-        raise ValueError(block + ": argument `" + name + "` must be a floating tensor, expected shape "
-                         + shape_doc + "; got dtype " + str(x.dtype) + ".")
+        raise ValueError(not_floating_message(block, name, shape_doc, str(x.dtype)))
     if x.dim() != rank:
-        raise ValueError(block + ": argument `" + name + "` must have rank " + str(rank) + ", expected shape "
-                         + shape_doc + "; got shape " + str(list(x.shape)) + ".")
+        raise ValueError(wrong_rank_message(block, name, rank, shape_doc, str(list(x.shape))))
     if last_dim >= 0 and x.shape[-1] != last_dim:
         raise ValueError(block + ": argument `" + name + "` has " + str(x.shape[-1])
                          + " channels in its last axis, expected shape " + shape_doc + "; got shape "
@@ -47,17 +48,6 @@ def activation_name(identifier: Optional[str], block: str) -> str:
     return activations.name_of(identifier)
 
 
-def hparam(hp, name: str):
-    """Reads ``name`` from an hparams object (attribute) or a mapping (key)."""
-    if isinstance(hp, Mapping):
-        if name not in hp:
-            raise ValueError(f"hparams: missing entry {name!r}")
-        return hp[name]
-    if not hasattr(hp, name):
-        raise ValueError(f"hparams: missing attribute {name!r}")
-    return getattr(hp, name)
-
-
 def check_positive_int(value, arg: str, block: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{block}: `{arg}` must be an integer >= 1; got {value!r}.")
@@ -68,6 +58,5 @@ def check_features(x: torch.Tensor, name: str, block: str, in_features: int) -> 
     """Checks a float ``(..., in_features)`` tensor of rank >= 2 (TorchScript compatible)."""
     doc = "(batch, [time,] " + str(in_features) + ")"
     if x.dim() < 2:
-        raise ValueError(block + ": argument `" + name + "` must have rank >= 2, expected shape " + doc
-                         + "; got shape " + str(list(x.shape)) + ".")
+        raise ValueError(rank_below_two_message(block, name, doc, str(list(x.shape))))
     check_float_tensor(x, name, block, x.dim(), in_features, doc)

@@ -8,6 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from speechblocks.cbhg import check_cbhg_arguments
+from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
+
 from ._functional import tf_same_padding
 from ._validation import check_float_tensor, check_lengths
 from .conv1d_block import Conv1DBlock
@@ -69,21 +72,8 @@ class CBHG(TF1WeightsMixin, nn.Module):
                  projection_kernel_size: int, n_highwaynet_layers: int, highway_units: int, rnn_units: int,
                  tf1_scope: Optional[str] = None, bn_position: str = "before", device=None, dtype=None):
         super().__init__()
-        if bn_position not in ("before", "after"):
-            raise ValueError(f"CBHG: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
-        for name, value in (("input_size", input_size), ("K", K), ("conv_channels", conv_channels),
-                            ("pool_size", pool_size), ("projection_kernel_size", projection_kernel_size),
-                            ("highway_units", highway_units), ("rnn_units", rnn_units)):
-            if int(value) < 1:
-                raise ValueError(f"CBHG: `{name}` must be >= 1; got {value}.")
-        if n_highwaynet_layers < 0:
-            raise ValueError(f"CBHG: `n_highwaynet_layers` must be >= 0; got {n_highwaynet_layers}.")
-        projections = [int(p) for p in projections]
-        if len(projections) != 2 or min(projections) < 1:
-            raise ValueError(f"CBHG: `projections` must hold two positive sizes (proj1, proj2); got {projections}.")
-        if input_size != projections[1]:
-            raise ValueError(f"CBHG: `input_size` ({input_size}) must equal projections[1] ({projections[1]}): "
-                             "the residual connection adds the input to proj2's output.")
+        projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
+                                           n_highwaynet_layers, highway_units, rnn_units, bn_position, input_size)
         factory = {"device": device, "dtype": dtype}
         self.input_size = input_size
         self.K = K
@@ -104,12 +94,10 @@ class CBHG(TF1WeightsMixin, nn.Module):
                                  tf1_scope="proj2", **factory)
         self.has_dense = projections[1] != highway_units
         self.dense = nn.Linear(input_size, highway_units, **factory) if self.has_dense else nn.Identity()
-        self.highwaynets = nn.ModuleList([HighwayNet(highway_units, tf1_scope=f"{self.tf1_scope}_highwaynet_{i + 1}",
+        self.highwaynets = nn.ModuleList([HighwayNet(highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
                                                      **factory) for i in range(n_highwaynet_layers)])
-        self.fw_cell = TF1GRUCell(highway_units, rnn_units, f"bidirectional_rnn/fw/{self.tf1_scope}_forward_RNN",
-                                  **factory)
-        self.bw_cell = TF1GRUCell(highway_units, rnn_units, f"bidirectional_rnn/bw/{self.tf1_scope}_backward_RNN",
-                                  **factory)
+        self.fw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "fw"), **factory)
+        self.bw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "bw"), **factory)
         self._shape_doc = f"(batch, time, {input_size})"
         if self.has_dense:
             nn.init.xavier_uniform_(self.dense.weight)
@@ -146,21 +134,9 @@ class CBHG(TF1WeightsMixin, nn.Module):
         return torch.cat([fw, bw], dim=-1)
 
     def _tf1_variables(self):
-        out: dict[str, TF1Variable] = {}
-
-        def add(prefix, block):
-            for name, var in block._tf1_variables().items():
-                out[f"{prefix}/{name}"] = var
-
-        for k, conv in enumerate(self.conv_bank, start=1):
-            add(f"conv_bank/conv1d_{k}", conv)
-        add("proj1", self.proj1)
-        add("proj2", self.proj2)
+        dense = None
         if self.has_dense:
-            out["dense/kernel"] = TF1Variable(self.dense.weight, dense_to_tf1, dense_from_tf1)
-            out["dense/bias"] = TF1Variable(self.dense.bias)
-        for hw in self.highwaynets:
-            add(hw.tf1_scope, hw)
-        add(self.fw_cell.tf1_scope, self.fw_cell)
-        add(self.bw_cell.tf1_scope, self.bw_cell)
-        return out
+            dense = {"kernel": TF1Variable(self.dense.weight, dense_to_tf1, dense_from_tf1),
+                     "bias": TF1Variable(self.dense.bias)}
+        return cbhg_tf1_variables(self.conv_bank, self.proj1, self.proj2, dense, self.highwaynets, self.fw_cell,
+                                  self.bw_cell)

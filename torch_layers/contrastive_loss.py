@@ -5,10 +5,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# common: the framework-free part (options, checks, message texts), shared with the other framework's twin
+from speechblocks import contrastive_loss as common
+
 from ._validation import check_float_tensor, check_lengths
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
-
-_REDUCTIONS = ("sum", "mean", "none")
 
 
 class ContrastiveLoss(nn.Module):
@@ -109,20 +110,9 @@ class ContrastiveLoss(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        for name, value in (("in_dim", in_dim), ("proj_dim", proj_dim), ("combine_time_steps", combine_time_steps),
-                            ("num_negatives", num_negatives), ("codebook_size", codebook_size),
-                            ("num_groups", num_groups)):
-            if int(value) < 1:
-                raise ValueError(f"ContrastiveLoss: `{name}` must be >= 1; got {value}.")
-        if reduce not in _REDUCTIONS:
-            raise ValueError(f"ContrastiveLoss: `reduce` must be one of {_REDUCTIONS}; got {reduce!r}.")
-        if not logit_temp > 0:
-            raise ValueError(f"ContrastiveLoss: `logit_temp` must be > 0; got {logit_temp}.")
-        if (group_loss or sample_from_codebook) and not quantized_targets:
-            raise ValueError("ContrastiveLoss: `group_loss` and `sample_from_codebook` need `quantized_targets=True` "
-                             "(they use the quantizer's codebook).")
-        if quantized_targets and proj_dim % num_groups != 0:
-            raise ValueError(f"ContrastiveLoss: `proj_dim` ({proj_dim}) must be divisible by `num_groups` ({num_groups}).")
+        common.check_contrastive_arguments(in_dim, proj_dim, combine_time_steps, num_negatives, codebook_size,
+                                           num_groups, reduce, logit_temp, quantized_targets, group_loss,
+                                           sample_from_codebook)
         self.in_dim = int(in_dim)
         self.proj_dim = int(proj_dim)
         self.quantized_targets = bool(quantized_targets)
@@ -179,10 +169,7 @@ class ContrastiveLoss(nn.Module):
     def _draw(self, num: int, high: int, generator: Optional[torch.Generator], where: str,
               device: torch.device) -> torch.Tensor:
         if num > 0 and self.num_negatives > high:
-            raise ValueError("ContrastiveLoss: num_negatives=" + str(self.num_negatives) + " exceeds the "
-                             + str(high) + " candidate steps available to " + where + " (sampling is without "
-                             "replacement); lower `num_negatives`, mask more steps or set "
-                             "`sample_from_non_masked=True`.")
+            raise ValueError(common.too_few_candidates_message(self.num_negatives, high, where))
         if num == 0:
             return torch.zeros([0, self.num_negatives], dtype=torch.long, device=device)
         return torch.multinomial(torch.ones([num, high], device=device), self.num_negatives, generator=generator)
@@ -196,8 +183,7 @@ class ContrastiveLoss(nn.Module):
                              "(num_targets, num_negatives) = (" + str(num) + ", " + str(self.num_negatives)
                              + ") for " + where + "; got " + str(given.dtype) + " " + str(list(given.shape)) + ".")
         if given.numel() > 0 and (int(given.min()) < 0 or int(given.max()) >= high):
-            raise ValueError("ContrastiveLoss: argument `negative_indices` must lie in [0, " + str(high) + ") for "
-                             + where + ".")
+            raise ValueError(common.indices_range_message(high, where))
         return given.to(device=device, dtype=torch.long)
 
     # -- forward ------------------------------------------------------------------------------------
@@ -238,12 +224,9 @@ class ContrastiveLoss(nn.Module):
         t_dec = decoder_outputs.shape[1]
         k = self.combine_time_steps
         if decoder_outputs.shape[0] != bsz:
-            raise ValueError("ContrastiveLoss: argument `decoder_outputs` has batch " + str(decoder_outputs.shape[0])
-                             + " but `spectrograms` has " + str(bsz) + ".")
+            raise ValueError(common.batch_mismatch_message(decoder_outputs.shape[0], bsz))
         if t_dec < 1 or (steps + t_dec - 1) // t_dec != k:
-            raise ValueError("ContrastiveLoss: argument `decoder_outputs` has " + str(t_dec) + " steps for "
-                             + str(steps) + " spectrogram frames: ceil(time / time') must equal combine_time_steps="
-                             + str(k) + ".")
+            raise ValueError(common.steps_mismatch_message(t_dec, steps, k))
         if decoder_lengths is not None:
             check_lengths(decoder_lengths, "decoder_lengths", "ContrastiveLoss", bsz)
 
@@ -329,7 +312,7 @@ class ContrastiveLoss(nn.Module):
         key_m = keys[masked].view(bsz, n_masked, keys.shape[-1])
         pool = targets if self.sample_from_non_masked else tgt_m
         pool_keys = keys if self.sample_from_non_masked else key_m
-        where = "same-utterance sampling from " + ("all steps" if self.sample_from_non_masked else "masked steps")
+        where = common.sampling_description(True, self.sample_from_non_masked)
         idx = self._indices(negative_indices, n_masked, pool.shape[1], gen, where, out.device)
         self.negative_indices = idx
         logits = _pool_logits(out_m, tgt_m, pool, idx.unsqueeze(0).expand(bsz, -1, -1), self.logit_temp, key_m,
@@ -342,7 +325,7 @@ class ContrastiveLoss(nn.Module):
         key_m = keys[masked]
         pool = targets.reshape(-1, targets.shape[-1]) if self.sample_from_non_masked else tgt_m
         pool_keys = keys.reshape(-1, keys.shape[-1]) if self.sample_from_non_masked else key_m
-        where = "batch-wide sampling from " + ("all steps" if self.sample_from_non_masked else "masked steps")
+        where = common.sampling_description(False, self.sample_from_non_masked)
         idx = self._indices(negative_indices, out_m.shape[0], pool.shape[0], gen, where, out_m.device)
         self.negative_indices = idx
         return _pool_logits(out_m.unsqueeze(0), tgt_m.unsqueeze(0), pool.unsqueeze(0), idx.unsqueeze(0),

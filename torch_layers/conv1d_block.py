@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from speechblocks.arguments import check_bn_position, check_drop_rate
+
 from . import activations
 from ._functional import pad_time_same, tf1_dropout
 from ._validation import check_float_tensor
@@ -47,10 +49,8 @@ class Conv1DBlock(TF1WeightsMixin, nn.Module):
         if kernel_size < 1 or channels < 1 or in_channels < 1:
             raise ValueError(f"Conv1DBlock: `in_channels`, `kernel_size` and `channels` must be >= 1; got "
                              f"{in_channels}, {kernel_size}, {channels}.")
-        if not 0.0 <= drop_rate < 1.0:
-            raise ValueError(f"Conv1DBlock: `drop_rate` must lie in [0, 1); got {drop_rate}.")
-        if bn_position not in ("before", "after"):
-            raise ValueError(f"Conv1DBlock: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        check_drop_rate(drop_rate, "Conv1DBlock")
+        check_bn_position(bn_position, "Conv1DBlock")
         self.in_channels = in_channels
         self.kernel_size = kernel_size
         self.channels = channels

@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from speechblocks.tf1_names import decoder_rnn_tf1_variables
+
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -216,8 +218,4 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
 
     @torch.jit.unused
     def _tf1_variables(self):
-        out = {}
-        for k, cell in enumerate(self.cells):
-            for name, v in cell._tf1_variables().items():
-                out[f"multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}/{name}"] = v
-        return out
+        return decoder_rnn_tf1_variables(self.cells)

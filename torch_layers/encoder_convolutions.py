@@ -7,7 +7,11 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ._validation import activation_name, check_float_tensor, check_positive_int, hparam
+from speechblocks.arguments import check_bn_position, check_drop_rate
+from speechblocks.block_hparams import conv_stack_hparams, hparam
+from speechblocks.tf1_names import conv_layer_scope, scoped_tf1_variables
+
+from ._validation import activation_name, check_float_tensor, check_positive_int
 from .conv1d_block import Conv1DBlock
 from .tf1_exchange import TF1WeightsMixin
 
@@ -25,8 +29,7 @@ class ConvStack(TF1WeightsMixin, nn.Module):
         """Builds the block from Rayhane-style hparams (the block's kernel size, channels and number of
         layers, and ``tacotron_dropout_rate``; ``in_channels`` defaults to the block's input hparam)."""
         kernel_size, channels, num_layers, input_name = cls._hparam_names
-        config = dict(kernel_size=hparam(hp, kernel_size), channels=hparam(hp, channels),
-                      num_layers=hparam(hp, num_layers), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config = conv_stack_hparams(hp, kernel_size, channels, num_layers)
         config.update(kwargs)
         return cls(hparam(hp, input_name) if in_channels is None else in_channels, **config)
 
@@ -38,16 +41,14 @@ class ConvStack(TF1WeightsMixin, nn.Module):
         self.kernel_size = check_positive_int(kernel_size, "kernel_size", label)
         self.channels = check_positive_int(channels, "channels", label)
         self.num_layers = check_positive_int(num_layers, "num_layers", label)
-        if not 0.0 <= drop_rate < 1.0:
-            raise ValueError(f"{label}: `drop_rate` must lie in [0, 1); got {drop_rate}.")
-        if bn_position not in ("before", "after"):
-            raise ValueError(f"{label}: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
+        check_drop_rate(drop_rate, label)
+        check_bn_position(bn_position, label)
         self.drop_rate = float(drop_rate)
         self.bn_position = bn_position
         blocks = []
         for i, (index, act) in enumerate(layer_specs):
             blocks.append(Conv1DBlock(in_channels if i == 0 else channels, kernel_size, channels, act, drop_rate,
-                                      bn_position, f"conv_layer_{index}_{self.tf1_scope}", device=device, dtype=dtype))
+                                      bn_position, conv_layer_scope(index, self.tf1_scope), device=device, dtype=dtype))
         self.blocks = nn.ModuleList(blocks)
         self._shape_doc = f"(batch, time, {in_channels})"
 
@@ -80,11 +81,7 @@ class ConvStack(TF1WeightsMixin, nn.Module):
         return x
 
     def _tf1_variables(self):
-        out = {}
-        for block in self.blocks:
-            for name, var in block._tf1_variables().items():
-                out[f"{block.tf1_scope}/{name}"] = var
-        return out
+        return scoped_tf1_variables(self.blocks)
 
 
 class EncoderConvolutions(ConvStack):

@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from speechblocks.tf1_names import encoder_rnn_tf1_variables
+
 from ._validation import check_float_tensor, check_lengths
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -188,8 +190,4 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
 
     @torch.jit.unused
     def _tf1_variables(self):
-        out = {}
-        for d, cell in (("fw", self.fw_cell), ("bw", self.bw_cell)):
-            for k, v in cell._tf1_variables().items():
-                out[f"bidirectional_rnn/{d}/encoder_{d}_LSTM/{k}"] = v
-        return out
+        return encoder_rnn_tf1_variables(self.fw_cell, self.bw_cell)

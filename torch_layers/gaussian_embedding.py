@@ -26,16 +26,20 @@ TorchScript with autograd, a plain dense path is used.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from speechblocks import gaussian_embedding as _shared
+from speechblocks.gaussian_embedding import (
+    check_gaussian_embedding_arguments,
+    interleave_message,
+    outside_vocabulary_message,
+    text_shape_doc,
+)
+
 __all__ = ["GaussianEmbedding", "repeat_merge"]
 
-_EPS = 1e-6
-_LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))
 # a block of weights holds at most this many elements (1 MiB in float32, cache-sized); settable per
 # module as ``chunk_elements``
 _CHUNK_ELEMENTS = 1 << 18
@@ -141,25 +145,20 @@ class GaussianEmbedding(nn.Module):
         torch.Size([1, 7, 4])
     """
 
-    EPS = _EPS
+    EPS = _shared.EPS
 
     def __init__(self, num_labels: int, d_emb: int, pad: int, sigma_c: float = 2.0, merge_blanks: bool = False,
                  blank_free: bool = True, device=None, dtype=None):
         super().__init__()
-        if int(num_labels) < 1 or int(d_emb) < 1:
-            raise ValueError(f"GaussianEmbedding: `num_labels` and `d_emb` must be >= 1; got {num_labels}, {d_emb}.")
-        if not 0 <= int(pad) < int(num_labels):
-            raise ValueError(f"GaussianEmbedding: `pad` must be a token id in [0, {num_labels}); got {pad}.")
-        if not float(sigma_c) > 0.0:
-            raise ValueError(f"GaussianEmbedding: `sigma_c` must be > 0; got {sigma_c}.")
+        check_gaussian_embedding_arguments(num_labels, d_emb, pad, sigma_c)
         self.num_labels = int(num_labels)
         self.d_emb = int(d_emb)
         self.pad = int(pad)
         self.sigma_c = float(sigma_c)
         self.merge_blanks = bool(merge_blanks)
         self.blank_free = bool(blank_free)
-        self._eps = _EPS
-        self._log_sqrt_2pi = _LOG_SQRT_2PI
+        self._eps = _shared.EPS
+        self._log_sqrt_2pi = _shared.LOG_SQRT_2PI
         self.chunk_elements = _CHUNK_ELEMENTS
         self.embed = nn.Embedding(self.num_labels, self.d_emb, device=device, dtype=dtype)
 
@@ -170,7 +169,7 @@ class GaussianEmbedding(nn.Module):
     def _check_inputs(self, text: torch.Tensor, durs: torch.Tensor) -> None:
         block = "GaussianEmbedding"
         odd = self.blank_free or self.merge_blanks
-        doc = "(batch, 2n+1)" if odd else "(batch, length)"
+        doc = text_shape_doc(odd)
         if not _is_integer(text):
             raise ValueError(block + ": argument `text` must be an integer tensor of token ids, expected shape " + doc
                              + "; got dtype " + str(text.dtype) + ".")
@@ -178,14 +177,13 @@ class GaussianEmbedding(nn.Module):
             raise ValueError(block + ": argument `text` must have rank 2, expected shape " + doc + "; got shape "
                              + str(list(text.shape)) + ".")
         if odd and text.shape[1] % 2 != 1:
-            raise ValueError(block + ": argument `text` must interleave blanks, expected shape (batch, 2n+1) with an "
-                             + "odd length; got shape " + str(list(text.shape)) + ".")
+            raise ValueError(interleave_message() + " with an odd length; got shape " + str(list(text.shape)) + ".")
         _check_reps(text, durs, block, "text", "durs")
         if text.numel() > 0:
             lo, hi = int(text.min()), int(text.max())
             if lo < 0 or hi >= self.num_labels:
-                raise ValueError(block + ": argument `text` holds token ids outside the vocabulary [0, "
-                                 + str(self.num_labels) + "): min " + str(lo) + ", max " + str(hi) + ".")
+                raise ValueError(outside_vocabulary_message(self.num_labels) + ": min " + str(lo) + ", max " + str(hi)
+                                 + ".")
 
     def forward(self, text: torch.Tensor, durs: torch.Tensor) -> torch.Tensor:
         """

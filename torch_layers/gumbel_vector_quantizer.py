@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_float_tensor
+from speechblocks.gumbel_vector_quantizer import annealed_temperature, check_quantizer_arguments
 
-_BLOCK = "GumbelVectorQuantizer"
+from ._validation import check_float_tensor
 
 
 class GumbelVectorQuantizer(nn.Module):
@@ -51,14 +51,7 @@ class GumbelVectorQuantizer(nn.Module):
                  groups: int = 2, combine_groups: bool = True, vq_dim: Optional[int] = None,
                  time_first: bool = True, device=None, dtype=None):
         super().__init__()
-        vq_dim = dim if vq_dim is None else vq_dim
-        for name, value in (("dim", dim), ("num_vars", num_vars), ("groups", groups), ("vq_dim", vq_dim)):
-            if int(value) < 1:
-                raise ValueError(f"{_BLOCK}: `{name}` must be >= 1; got {value}.")
-        if vq_dim % groups != 0:
-            raise ValueError(f"{_BLOCK}: `vq_dim` ({vq_dim}) must be divisible by `groups` ({groups}).")
-        if len(temp) != 3:
-            raise ValueError(f"{_BLOCK}: `temp` must be (start, min, decay); got {temp!r}.")
+        vq_dim = check_quantizer_arguments(dim, num_vars, temp, groups, vq_dim)
         self.input_dim = int(dim)
         self.num_vars = int(num_vars)
         self.groups = int(groups)
@@ -82,7 +75,7 @@ class GumbelVectorQuantizer(nn.Module):
 
     def set_num_updates(self, num_updates: int) -> None:
         """Sets ``curr_temp = max(start * decay ** num_updates, min)``."""
-        self.curr_temp = max(self.max_temp * self.temp_decay ** num_updates, self.min_temp)
+        self.curr_temp = annealed_temperature(self.max_temp, self.min_temp, self.temp_decay, num_updates)
 
     def codebook(self) -> torch.Tensor:
         """The codebook of every group, ``(groups, num_vars, vq_dim / groups)`` (shared ones repeated)."""

@@ -7,11 +7,14 @@ float16/bfloat16 outputs of autocast regions neither overflow nor lose the sum. 
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 from torch import nn
+
+# common: the framework-free part (options, checks, message texts), shared with the other framework's twin
+from speechblocks import masked_losses as common
+from speechblocks.masked_losses import priority_frequencies
 
 from ._validation import check_float_tensor, check_lengths
 
@@ -24,9 +27,6 @@ __all__ = [
     "MaskedLinearLoss",
     "priority_frequencies",
 ]
-
-_COUNT_MODES = ("nonzero_loss", "mask")
-_LOW_BAND_NORMS = ("full_mask", "low_band_mask")
 
 
 # -- validation and masks ------------------------------------------------------------------------------
@@ -45,8 +45,8 @@ def checked_lengths(lengths: torch.Tensor, name: str, block: str, batch: int) ->
     if lengths.numel() == 0:
         return 0
     if bool((lengths < 0).any()):
-        raise ValueError(block + ": argument `" + name + "` must hold lengths >= 0, expected shape (batch,); got "
-                         + "a length of " + str(int(lengths.min().item())) + ".")
+        raise ValueError(common.negative_lengths_message(block, name) + "; got a length of "
+                         + str(int(lengths.min().item())) + ".")
     return int(lengths.max().item())
 
 
@@ -62,9 +62,8 @@ def _targets_outputs(targets: torch.Tensor, outputs: torch.Tensor, block: str, r
     check_float_tensor(targets, "targets", block, rank, -1, shape_doc)
     check_float_tensor(outputs, "outputs", block, rank, -1, shape_doc)
     if targets.shape != outputs.shape:
-        raise ValueError(block + ": argument `outputs` must have the shape of `targets`, expected shape " + shape_doc
-                         + " for both (no broadcasting); got targets " + str(list(targets.shape)) + " and outputs "
-                         + str(list(outputs.shape)) + ".")
+        raise ValueError(common.shape_mismatch_message(block, shape_doc) + "; got targets "
+                         + str(list(targets.shape)) + " and outputs " + str(list(outputs.shape)) + ".")
     dtype = torch.float32
     if targets.dtype == torch.float64 or outputs.dtype == torch.float64:
         dtype = torch.float64
@@ -75,35 +74,29 @@ def _mask_from_lengths(lengths: Optional[torch.Tensor], targets: torch.Tensor, r
                        shape_doc: str) -> torch.Tensor:
     """The seed's ``sequence_mask(lengths, r)`` over ``targets``' time axis ``(batch, time)``, with its checks."""
     if lengths is None:
-        raise ValueError(block + ": argument `targets_lengths` (integer tensor of shape (batch,)) is required when "
-                         "`mask` is None.")
+        raise ValueError(common.lengths_required_message(block))
     longest = checked_lengths(lengths, "targets_lengths", block, targets.shape[0])
     time = targets.shape[1]
     if longest > time:
-        raise ValueError(block + ": argument `targets_lengths` holds a length longer than the time axis of `targets` "
-                         + shape_doc + "; every length must be <= time; got max length " + str(longest)
+        raise ValueError(common.length_too_long_message(block, shape_doc) + "; got max length " + str(longest)
                          + " for time " + str(time) + ".")
     padded = round_up(longest, r)
     if padded != time:
-        raise ValueError(block + ": argument `targets_lengths`: max(targets_lengths) rounded up to a multiple of "
-                         "outputs_per_step=" + str(r) + " must equal the time axis of `targets` " + shape_doc
-                         + " (TF1 Tacotron-2 pads targets to exactly that length); pad or crop targets and outputs, "
-                         "or pass `mask=`; got max length " + str(longest) + " -> " + str(padded)
-                         + " frames for time " + str(time) + ".")
+        raise ValueError(common.not_padded_message(block, r, shape_doc) + "; got max length " + str(longest) + " -> "
+                         + str(padded) + " frames for time " + str(time) + ".")
     steps = torch.arange(time, device=targets.device)
     return (steps.unsqueeze(0) < lengths.to(targets.device).unsqueeze(1)).to(targets.dtype)
 
 
 def _explicit_mask(mask: torch.Tensor, targets: torch.Tensor, block: str, per_channel: bool,
                    shape_doc: str) -> torch.Tensor:
+    expect = common.mask_shape_expectation(shape_doc, per_channel)
     if per_channel:
-        expect = "(batch, time), (batch, time, 1) or (batch, time, channels) with targets " + shape_doc
         if mask.dim() == 2:
             mask = mask.unsqueeze(-1)
         ok = (mask.dim() == 3 and mask.shape[0] == targets.shape[0] and mask.shape[1] == targets.shape[1]
               and (mask.shape[2] == 1 or mask.shape[2] == targets.shape[2]))
     else:
-        expect = shape_doc + " like targets"
         ok = mask.shape == targets.shape
     if not ok:
         raise ValueError(block + ": argument `mask` must have shape " + expect + "; got mask " + str(list(mask.shape))
@@ -140,11 +133,6 @@ def _count_nonzero_ftz(x: torch.Tensor) -> torch.Tensor:
     """``tf.math.count_nonzero`` as TensorFlow computes it on CPU, where subnormal results are flushed to
     zero: entries with ``|x|`` below the smallest normal number do not count."""
     return (x.abs() >= _smallest_normal(x.dtype)).sum().to(x.dtype)
-
-
-def priority_frequencies(sample_rate: float, num_freq: int) -> int:
-    """The seed's ``n_priority_freq = int(2000 / (sample_rate * 0.5) * num_freq)``: bins below 2 kHz."""
-    return int(2000 / (sample_rate * 0.5) * num_freq)
 
 
 # -- functions -----------------------------------------------------------------------------------------
@@ -358,12 +346,7 @@ class MaskedSigmoidCrossEntropy(nn.Module):
         super().__init__()
         self.outputs_per_step = check_outputs_per_step(int(outputs_per_step), "outputs_per_step",
                                                        "MaskedSigmoidCrossEntropy")
-        if count not in _COUNT_MODES:
-            raise ValueError(f"MaskedSigmoidCrossEntropy: argument `count` must be one of {_COUNT_MODES}; got {count!r}.")
-        if not math.isfinite(float(pos_weight)):
-            raise ValueError(f"MaskedSigmoidCrossEntropy: argument `pos_weight` must be finite; got {pos_weight!r}.")
-        self.pos_weight = float(pos_weight)
-        self.count = count
+        self.pos_weight, self.count = common.check_cross_entropy_options(pos_weight, count, "MaskedSigmoidCrossEntropy")
 
     def forward(self, targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -405,15 +388,10 @@ class MaskedLinearLoss(nn.Module):
                  low_band_norm: str = "full_mask", device=None, dtype=None):
         super().__init__()
         self.outputs_per_step = check_outputs_per_step(int(outputs_per_step), "outputs_per_step", "MaskedLinearLoss")
-        if low_band_norm not in _LOW_BAND_NORMS:
-            raise ValueError(f"MaskedLinearLoss: argument `low_band_norm` must be one of {_LOW_BAND_NORMS}; got "
-                             f"{low_band_norm!r}.")
-        if not math.isfinite(float(sample_rate)) or float(sample_rate) <= 0:
-            raise ValueError(f"MaskedLinearLoss: argument `sample_rate` must be a positive number; got {sample_rate!r}.")
-        if num_freq is not None and int(num_freq) < 1:
-            raise ValueError(f"MaskedLinearLoss: argument `num_freq` must be >= 1; got {num_freq!r}.")
-        self.sample_rate = float(sample_rate)
-        self.num_freq: Optional[int] = None if num_freq is None else int(num_freq)
+        sample_rate, num_freq, low_band_norm = common.check_linear_loss_options(
+            sample_rate, num_freq, low_band_norm, "MaskedLinearLoss")
+        self.sample_rate = sample_rate
+        self.num_freq: Optional[int] = num_freq
         self.low_band_norm = low_band_norm
 
     def forward(self, targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,

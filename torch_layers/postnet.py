@@ -3,31 +3,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+# the TF1 layer names of the postnet (re-exported)
+from speechblocks.tf1_names import postnet_scope_indices as postnet_scope_indices
+
 from ._validation import activation_name, check_positive_int
 from .encoder_convolutions import ConvStack
-
-_SEED_LAST_INDEX = 5
-
-
-def postnet_scope_indices(num_layers: int, last_layer_scope_index: Optional[int], label: str = "Postnet") -> list[int]:
-    """TF1 scope indices ``conv_layer_{i}_<scope>`` of the postnet layers, first to last.
-
-    The seed names layers ``1 .. num_layers - 1`` and hard-codes ``5`` for the last one; with
-    ``num_layers > 5`` that collides (TF1 refuses the graph), so a free index must be asked for.
-    """
-    last = _SEED_LAST_INDEX if last_layer_scope_index is None else last_layer_scope_index
-    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
-        raise ValueError(f"{label}: `last_layer_scope_index` must be an integer >= 1 or None; got {last_layer_scope_index!r}.")
-    if last < num_layers:
-        if last_layer_scope_index is None:
-            raise ValueError(
-                f"{label}: num_layers={num_layers} > 5 cannot be named as the TF1 seed does: its last layer is "
-                f"hard-coded as 'conv_layer_5_<scope>', which layer 5 already uses (TF1 refuses to build that "
-                f"graph). Pass last_layer_scope_index={num_layers} (or any index >= num_layers) to name the last "
-                f"layer 'conv_layer_{num_layers}_<scope>'.")
-        raise ValueError(f"{label}: `last_layer_scope_index`={last} collides with the scope of layer {last}; it "
-                         f"must be >= num_layers={num_layers}.")
-    return list(range(1, num_layers)) + [last]
 
 
 class Postnet(ConvStack):

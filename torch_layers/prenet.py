@@ -7,9 +7,12 @@ from typing import Optional
 import torch
 from torch import nn
 
+from speechblocks.arguments import check_drop_rate
+from speechblocks.block_hparams import prenet_hparams
+
 from . import activations
 from ._functional import tf1_dropout
-from ._validation import activation_name, check_features, check_positive_int, hparam
+from ._validation import activation_name, check_features, check_positive_int
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
 
 
@@ -46,8 +49,7 @@ class Prenet(TF1WeightsMixin, nn.Module):
             raise ValueError(f"Prenet: `layers_sizes` must be a non-empty sequence of ints; got {layers_sizes!r}.")
         for s in layers_sizes:
             check_positive_int(s, "layers_sizes", "Prenet")
-        if not 0.0 <= drop_rate < 1.0:
-            raise ValueError(f"Prenet: `drop_rate` must lie in [0, 1); got {drop_rate}.")
+        check_drop_rate(drop_rate, "Prenet")
         self.input_size = input_size
         self.layers_sizes = [int(s) for s in layers_sizes]
         self.drop_rate = float(drop_rate)
@@ -60,7 +62,7 @@ class Prenet(TF1WeightsMixin, nn.Module):
     @classmethod
     def from_hparams(cls, hp, input_size: int, **kwargs) -> Prenet:
         """Builds the block from Rayhane-style hparams (``prenet_layers``, ``tacotron_dropout_rate``)."""
-        config = dict(layers_sizes=list(hparam(hp, "prenet_layers")), drop_rate=hparam(hp, "tacotron_dropout_rate"))
+        config = prenet_hparams(hp)
         config.update(kwargs)
         return cls(input_size, **config)
 

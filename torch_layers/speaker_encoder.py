@@ -10,6 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
+from speechblocks.speaker_encoder import check_speaker_encoder_arguments
+from speechblocks.speaker_encoder import ge2e_eer as _ge2e_eer_numpy
+
 from ._validation import check_float_tensor
 
 __all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
@@ -68,19 +71,9 @@ def ge2e_eer(sim_matrix: torch.Tensor) -> float:
         sim_matrix: ``(speakers, utterances, speakers)`` or ``(speakers * utterances, speakers)``.
 
     Returns:
-        the EER as a float.
+        the EER as a float (:func:`speechblocks.speaker_encoder.ge2e_eer` of the scores).
     """
-    from scipy.interpolate import interp1d
-    from scipy.optimize import brentq
-    from sklearn.metrics import roc_curve
-
-    n_spk = sim_matrix.shape[-1]
-    scores = sim_matrix.detach().reshape(-1, n_spk).cpu()
-    n_utt = scores.shape[0] // n_spk
-    labels = torch.eye(n_spk, dtype=torch.int32).repeat_interleave(n_utt, dim=0)
-    fpr, tpr, _ = roc_curve(labels.numpy().reshape(-1), scores.numpy().reshape(-1))
-    curve = interp1d(fpr, tpr)
-    return float(brentq(lambda v: 1.0 - v - curve(v), 0.0, 1.0))
+    return _ge2e_eer_numpy(sim_matrix.detach().cpu().numpy())
 
 
 class SpeakerEncoder(nn.Module):
@@ -111,10 +104,7 @@ class SpeakerEncoder(nn.Module):
     def __init__(self, mel_n_channels: int = 40, model_hidden_size: int = 256, model_num_layers: int = 3,
                  model_embedding_size: int = 256, device=None, dtype=None):
         super().__init__()
-        for name, value in (("mel_n_channels", mel_n_channels), ("model_hidden_size", model_hidden_size),
-                            ("model_num_layers", model_num_layers), ("model_embedding_size", model_embedding_size)):
-            if int(value) < 1:
-                raise ValueError(f"SpeakerEncoder: `{name}` must be >= 1; got {value}.")
+        check_speaker_encoder_arguments(mel_n_channels, model_hidden_size, model_num_layers, model_embedding_size)
         self.mel_n_channels = int(mel_n_channels)
         self.model_hidden_size = int(model_hidden_size)
         self.model_num_layers = int(model_num_layers)

@@ -7,12 +7,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from speechblocks.tac import check_tac_sizes, tac_activation
+
 from . import activations, norms
 from ._validation import check_float_tensor
 
 __all__ = ["TAC", "make_activation"]
-
-_ACTIVATIONS = ("prelu", "relu", "tanh", "sigmoid", "linear", "elu", "gelu")
 
 
 class PReLU(nn.PReLU):
@@ -78,9 +78,7 @@ def make_activation(name: str, device=None, dtype=None) -> nn.Module:
     Returns:
         an ``nn.Module`` with ``forward(x)`` and ``inplace(x)``.
     """
-    key = name.lower() if isinstance(name, str) else name
-    if key not in _ACTIVATIONS:
-        raise ValueError(f"TAC: `activation` must be one of {list(_ACTIVATIONS)}; got {name!r}.")
+    key = tac_activation(name)
     if key == "prelu":
         return PReLU(num_parameters=1, init=0.25, device=device, dtype=dtype)
     return Activation(key)
@@ -137,8 +135,7 @@ class TAC(nn.Module):
     def __init__(self, input_dim: int, hidden_dim: int = 384, activation: str = "prelu", norm_type: str = "gLN",
                  device=None, dtype=None):
         super().__init__()
-        if int(input_dim) < 1 or int(hidden_dim) < 1:
-            raise ValueError(f"TAC: `input_dim` and `hidden_dim` must be >= 1; got {input_dim}, {hidden_dim}.")
+        check_tac_sizes(input_dim, hidden_dim)
         norm_cls = norms.get(norm_type)
         self.input_dim = int(input_dim)
         self.hidden_dim = int(hidden_dim)

@@ -12,48 +12,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
+# the framework-free part (error, report, strict checks and their messages, layout conversions) lives in
+# speechblocks.tf1_exchange and speechblocks.layouts
+from speechblocks.layouts import conv1d_from_tf1, conv1d_to_tf1, dense_from_tf1, dense_to_tf1
+from speechblocks.tf1_exchange import TF1LoadReport, TF1WeightsError, assign_tf1_weights, tf1_shape
+from speechblocks.tf1_exchange import check_tf1_weights as check_tf1_weights  # re-exported
+
 __all__ = ["TF1Variable", "TF1WeightsError", "TF1LoadReport", "TF1WeightsMixin", "dense_from_tf1",
            "dense_to_tf1", "conv1d_from_tf1", "conv1d_to_tf1"]
-
-
-class TF1WeightsError(ValueError):
-    """Raised when TF1 weights do not fit a block; ``problems`` lists every problem found."""
-
-    def __init__(self, block: str, problems: list[str]):
-        self.block = block
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{block}: cannot load TF1 weights ({len(self.problems)} problem(s)); nothing was assigned:\n{lines}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TF1LoadReport:
-    """What ``load_tf1_weights`` did: keys assigned, expected keys absent, keys not used."""
-
-    loaded: tuple[str, ...]
-    missing: tuple[str, ...] = ()
-    unexpected: tuple[str, ...] = ()
-
-
-# -- layout conversions (numpy, TF1 <-> torch) ---------------------------------------------------
-def dense_to_tf1(w: np.ndarray) -> np.ndarray:
-    """torch Linear weight ``(out, in)`` -> TF1 dense kernel ``(in, out)``."""
-    return np.ascontiguousarray(w.T)
-
-
-def dense_from_tf1(k: np.ndarray) -> np.ndarray:
-    """TF1 dense kernel ``(in, out)`` -> torch Linear weight ``(out, in)``."""
-    return np.ascontiguousarray(k.T)
-
-
-def conv1d_to_tf1(w: np.ndarray) -> np.ndarray:
-    """torch Conv1d weight ``(out, in, k)`` -> TF1 conv1d kernel ``(k, in, out)``."""
-    return np.ascontiguousarray(np.transpose(w, (2, 1, 0)))
-
-
-def conv1d_from_tf1(k: np.ndarray) -> np.ndarray:
-    """TF1 conv1d kernel ``(k, in, out)`` -> torch Conv1d weight ``(out, in, k)``."""
-    return np.ascontiguousarray(np.transpose(k, (2, 1, 0)))
 
 
 @dataclasses.dataclass
@@ -76,32 +42,12 @@ class TF1Variable:
         return self.to_tf1(v) if self.to_tf1 is not None else v.copy()
 
     def tf1_shape(self) -> tuple[int, ...]:
-        shape = tuple(self.tensor.shape)
-        if self.to_tf1 is None:
-            return shape
-        return tuple(self.to_tf1(np.zeros(shape, np.float32)).shape)
+        return tf1_shape(self.tensor.shape, self.to_tf1)
 
     @torch.no_grad()
     def assign(self, tf1_value: np.ndarray) -> None:
         v = self.from_tf1(tf1_value) if self.from_tf1 is not None else tf1_value
         self.tensor.copy_(torch.from_numpy(np.ascontiguousarray(v)).to(self.tensor.dtype))
-
-
-def check_tf1_weights(block: str, expected: Mapping[str, tuple[int, ...]], weights: Mapping[str, np.ndarray],
-                      strict: bool) -> tuple[list[str], list[str]]:
-    """Validates ``weights`` against ``expected`` shapes; raises one TF1WeightsError listing all problems."""
-    problems = []
-    missing = [k for k in expected if k not in weights]
-    unexpected = sorted(k for k in weights if k not in expected)
-    if strict:
-        problems += [f"missing key {k!r} (expected shape {list(expected[k])})" for k in missing]
-        problems += [f"unexpected key {k!r} (shape {list(np.shape(weights[k]))})" for k in unexpected]
-    for k, shape in expected.items():
-        if k in weights and tuple(np.shape(weights[k])) != tuple(shape):
-            problems.append(f"key {k!r} has shape {list(np.shape(weights[k]))}, expected {list(shape)}")
-    if problems:
-        raise TF1WeightsError(block, problems)
-    return missing, unexpected
 
 
 class TF1WeightsMixin:
@@ -137,10 +83,4 @@ class TF1WeightsMixin:
                 assigned then. Shape mismatches are errors even when ``strict`` is False.
         """
         weights = {k: np.asarray(v) for k, v in weights.items()}
-        spec = self._tf1_variables()
-        expected = {k: v.tf1_shape() for k, v in spec.items()}
-        missing, unexpected = check_tf1_weights(self._tf1_describe(), expected, weights, strict)
-        loaded = [k for k in spec if k in weights]
-        for k in loaded:
-            spec[k].assign(weights[k])
-        return TF1LoadReport(tuple(loaded), tuple(missing), tuple(unexpected))
+        return assign_tf1_weights(self._tf1_describe(), self._tf1_variables(), weights, strict)

@@ -7,26 +7,17 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ._lstm_layout import (
+from speechblocks.arguments import check_zoneout as check_zoneout  # re-exported for the recurrent blocks
+from speechblocks.layouts import (
     DEFAULT_FORGET_BIAS,
     tf1_bias_to_torch,
     tf1_kernel_to_torch,
     torch_bias_to_tf1,
     torch_weight_to_tf1,
 )
+
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
-
-
-def check_zoneout(value: float, name: str, block: str) -> float:
-    """A zoneout factor must be a number in [0, 1] (DESIGN §4)."""
-    try:
-        z = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{block}: `{name}` must be a number in [0, 1]; got {value!r}.") from None
-    if not 0.0 <= z <= 1.0:
-        raise ValueError(f"{block}: `{name}` must lie in [0, 1]; got {value!r}.")
-    return z
 
 
 def effective_bias(bias: Tensor, forget_bias: float) -> Tensor:

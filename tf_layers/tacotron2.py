@@ -1,12 +1,14 @@
 """Keras ``Tacotron2``: the whole TF1 Tacotron-2 feature-prediction model (RTVC and Rayhane), number for number."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
 from speechblocks.tacotron2_schema import checkpoint_hparams
 
@@ -70,6 +72,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
 
     Masking: ``input_lengths`` masks the encoder RNN and the attention (``mask_encoder``); the convolutions and
     batch statistics see padding as in TF1; decoder padding is the loss's business (``mask_decoder``).
+
+    Synthesis: :meth:`synthesize` (a padded batch through one cached ``tf.function``, optional per-step
+    ``progress`` callback) and :meth:`synthesize_batch` (a list of id sequences decoded in one batched loop; numpy
+    results per sentence, each equal to the sentence synthesized alone).
 
     Example:
     >>> model = Tacotron2("rtvc", tacotron_dropout_rate=0.0)
@@ -210,7 +216,6 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             mel_targets = given.get("mel_targets", mel_targets)
             max_iters = given.get("max_iters", max_iters)
             noise_masks = given.get("noise_masks", noise_masks)
-        hp = self.hparams
         inputs, input_lengths, speaker_embeddings, mel_targets = self._check_inputs(
             inputs, input_lengths, speaker_embeddings, mel_targets)
         noise = dict(noise_masks or {})
@@ -219,24 +224,34 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         if unknown:
             raise ValueError(f"Tacotron2: argument `noise_masks` has unknown keys {unknown}.")
         training = bool(training)
+        memory = self._memory(inputs, input_lengths, speaker_embeddings, training, noise)
+        decoder_noise = {k: noise[k] for k in ("prenet", "decoder_LSTM") if k in noise} or None
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters, training=training,
+                                                noise_masks=decoder_noise)
+        post = self._postprocess(frames, training, noise.get("postnet_convolutions"))
+        out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
+                   stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
+        out.update(post)  # linear_outputs
+        return out
+
+    def _memory(self, inputs, input_lengths, speaker_embeddings, training, noise):
+        """The decoder's memory ``(batch, T_in, memory_size)``: embedding, encoder (+ the tiled speaker embedding)."""
         x = self.embedding(inputs)
         x = self.encoder_convolutions(x, training=training, dropout_masks=noise.get("encoder_convolutions"))
         encoder_outputs = self.encoder_lstm(x, input_lengths, training=training, zoneout_masks=noise.get("encoder_LSTM"))
         memory = encoder_outputs
-        if hp.speaker_embedding_size:
+        if self.hparams.speaker_embedding_size:
             spk = tf.cast(speaker_embeddings, encoder_outputs.dtype)
             memory = tf.concat([encoder_outputs, tf.tile(spk[:, None, :], tf.stack([1, tf.shape(memory)[1], 1]))], -1)
-        decoder_noise = {k: noise[k] for k in ("prenet", "decoder_LSTM") if k in noise} or None
-        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters, training=training,
-                                                noise_masks=decoder_noise)
-        batch = tf.shape(frames)[0]
-        decoder_outputs = tf.reshape(frames, tf.stack([batch, -1, hp.num_mels]))
-        stop = tf.reshape(stop, tf.stack([batch, -1]))
-        decoder_outputs = self._clip(decoder_outputs)
-        residual = self.postnet(decoder_outputs, training=training, dropout_masks=noise.get("postnet_convolutions"))
+        return memory
+
+    def _postprocess(self, frames, training=False, postnet_masks=None):
+        """Decoder frames ``(batch, steps, r * num_mels)`` -> ``decoder_outputs``, ``mel_outputs`` (postnet residual)
+        and, with ``predict_linear``, ``linear_outputs``."""
+        decoder_outputs = self._clip(tf.reshape(frames, tf.stack([tf.shape(frames)[0], -1, self.hparams.num_mels])))
+        residual = self.postnet(decoder_outputs, training=training, dropout_masks=postnet_masks)
         mel_outputs = self._clip(decoder_outputs + self.postnet_projection(residual))
-        out = dict(decoder_outputs=decoder_outputs, mel_outputs=mel_outputs, stop_token_prediction=stop,
-                   alignments=alignments)
+        out = dict(decoder_outputs=decoder_outputs, mel_outputs=mel_outputs)
         if self.post_cbhg is not None:
             out["linear_outputs"] = self._clip(self.linear_projection(self.post_cbhg(mel_outputs, None,
                                                                                       training=training)))
@@ -249,21 +264,163 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         lo, hi = hp.output_range
         return tf.minimum(tf.maximum(x, tf.cast(lo - hp.lower_bound_decay, x.dtype)), tf.cast(hi, x.dtype))
 
-    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, mel_targets=None):
+    # -- synthesis ----------------------------------------------------------------------------
+    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, mel_targets=None, *,
+                   progress=None):
         """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
-        structure (unknown batch and time): the documented fast path. Returns the output dict as numpy arrays."""
-        fn = self.__dict__.get("_synthesize_fn")
-        if fn is None:
-            fn = tf.function(lambda **kw: self(training=False, **kw), reduce_retracing=True)
-            object.__setattr__(self, "_synthesize_fn", fn)
+        structure (unknown batch and time): the documented fast path.
+
+        Args:
+            inputs: int ``(batch, T_in)`` symbol ids (pad id 0 past ``input_lengths``).
+            input_lengths: int ``(batch,)``; ``None`` is full length.
+            speaker_embeddings: float ``(batch, speaker_embedding_size)``, exactly when the model has one.
+            max_iters: int ``>= 1`` overriding ``hparams.max_iters``.
+            mel_targets: float ``(batch, T_out, num_mels)``: GTA synthesis (teacher forced) instead of free running.
+            progress: optional callable ``progress(step: int, stop_probability: float)``, called after every
+                free-running decoder step with the number of steps done and the step's largest stop probability
+                (over the batch and the ``r`` frames; the original rule stops once it rounds to 1 for every entry).
+                It runs inside the graph (a ``tf.numpy_function`` in the decoder's while loop, in step order) of a
+                second cached ``tf.function``; the outputs are the same as without it (bitwise with the prenet
+                dropout off). An exception it raises ends the synthesis and propagates. Not with ``mel_targets``.
+
+        Returns:
+            dict of numpy arrays: the model's outputs (see :class:`Tacotron2`), stop probabilities.
+        """
+        if progress is not None:
+            check_progress(progress, mel_targets)
         kwargs = dict(inputs=tf.convert_to_tensor(inputs), input_lengths=input_lengths,
                       speaker_embeddings=speaker_embeddings, mel_targets=mel_targets,
                       max_iters=None if max_iters is None else tf.constant(int(max_iters), tf.int32))
         if max_iters is not None and int(max_iters) < 1:
             raise ValueError(f"Tacotron2: argument `max_iters` must be >= 1; got {max_iters}.")
         self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
-        out = fn(**{k: v for k, v in kwargs.items() if v is not None})
+        # every argument passed, absent ones as None: one parameter list, so reduce_retracing can relax the shapes
+        # (a varying set of keywords made TF's generalization fail with an IndexError)
+        key = "_synthesize_fn" if progress is None else "_synthesize_progress_fn"
+        fn = self._cached_function(key, self._synthesize_graph, progress=progress is not None)
+        with contextlib.nullcontext() if progress is None else self._reporting(progress):
+            out = fn(*kwargs.values())
         return {k: v.numpy() for k, v in out.items()}
+
+    def _synthesize_graph(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
+        return self(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, training=False)
+
+    def synthesize_batch(self, sequences, speaker_embeddings=None, max_iters=None, *, progress=None) -> list[dict]:
+        """Synthesizes several sentences with one batched decoder loop; each result equals the sentence
+        synthesized alone (:meth:`synthesize` of that one sentence), up to float rounding.
+
+        The id sequences are padded with the pad id 0 into one batch. The decoder loop runs the batch until every
+        sentence's own stop rule has fired at some step (or ``max_iters`` steps): sentence ``i`` stops at the first
+        step at which its stop probability rounds to 1 (``stop_at_any``: at any of the ``r`` frames, else at all of
+        them), that step's frames included -- where it would stop alone. (The original's rule for a batch, which
+        :meth:`synthesize` keeps, stops only at a step at which every entry's rule fires together, so it may run
+        much longer; the kept frames would be the same.) Rows never interact in the decoder: the attention masks
+        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
+        and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
+        sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
+        the step-by-step decoder loop, which is what the batch amortizes.
+
+        Args:
+            sequences: list of 1-D integer symbol-id sequences (lists or numpy arrays), each non-empty.
+            speaker_embeddings: float ``(len(sequences), speaker_embedding_size)``, or one ``(speaker_embedding_size,)``
+                for every sentence; exactly when the model has a speaker embedding.
+            max_iters: int ``>= 1`` overriding ``hparams.max_iters``: the step cap of the batch.
+            progress: optional callable ``progress(step: int, stop_probability: float)`` called after every step of
+                the batched loop with the largest stop probability of the step over the batch and the ``r`` frames
+                (see :meth:`synthesize`).
+
+        Returns:
+            list (input order) of dicts of numpy arrays, sentence ``i`` with ``T_in_i`` ids cut to its own
+            ``steps_i`` decoder steps (``frames_i = steps_i * r``): ``mel_outputs`` and ``decoder_outputs``
+            ``(frames_i, num_mels)``, ``stop_token_prediction`` ``(frames_i,)`` (probabilities), ``alignments``
+            ``(T_in_i, steps_i)``, with ``predict_linear`` ``linear_outputs`` ``(frames_i, num_freq)``, and
+            ``stopped`` (bool: whether its stop rule fired; if not, ``steps_i`` is the batch's step count).
+        """
+        hp = self.hparams
+        block = "Tacotron2.synthesize_batch"
+        ids, lengths = pad_sequences(sequences, block, np.int32)
+        spk = speaker_rows(speaker_embeddings, len(lengths), block)
+        limit = hp.max_iters if max_iters is None else max_iters
+        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
+            raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
+        if progress is not None:
+            check_progress(progress, None)
+        self._check_inputs(ids, lengths, spk, None)
+        # fixed signatures (unknown batch and time): one trace per function, whatever the sentences
+        dtype, e = self.decoder.compute_dtype, hp.speaker_embedding_size
+        ids_spec, lengths_spec = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)
+        if e:
+            encode = self._cached_function("_encode_fn", lambda i, n, s: self._memory(i, n, s, False, {}),
+                                           signature=[ids_spec, lengths_spec, tf.TensorSpec([None, e], tf.float32)])
+        else:
+            encode = self._cached_function("_encode_fn", lambda i, n: self._memory(i, n, None, False, {}),
+                                           signature=[ids_spec, lengths_spec])
+        t_max = ids.shape[1]
+        memory = tf.concat([tf.pad(encode(ids[k:k + 1, :n], lengths[k:k + 1], *([] if spk is None else [spk[k:k + 1]])),
+                                   [[0, 0], [0, t_max - int(n)], [0, 0]]) for k, n in enumerate(lengths)], 0)
+        decode = self._cached_function(
+            "_decode_each_progress_fn" if progress is not None else "_decode_each_fn",
+            lambda m, n, i: self.decoder(m, n, max_iters=i, training=False), progress=progress is not None,
+            stop_each=True, signature=[tf.TensorSpec([None, None, hp.memory_size], dtype), lengths_spec,
+                                       tf.TensorSpec([], tf.int32)])
+        with contextlib.nullcontext() if progress is None else self._reporting(progress):
+            frames, stop, alignments = decode(memory, tf.constant(lengths), tf.constant(int(limit), tf.int32))
+        stop, alignments = stop.numpy(), alignments.numpy()
+        steps, stopped = stop_steps(stop, hp.stop_at_any)
+        post = self._cached_function("_postprocess_fn", lambda f: self._postprocess(f), signature=[
+            tf.TensorSpec([None, None, hp.outputs_per_step * hp.num_mels], dtype)])
+        results = []
+        for k, (n, s) in enumerate(zip(lengths, steps)):
+            out = {key: v.numpy()[0] for key, v in post(frames[k:k + 1, :s]).items()}
+            results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
+                                stop_token_prediction=stop[k, :s].reshape(-1), alignments=alignments[k, :n, :s],
+                                **out, stopped=bool(stopped[k])))
+        return results
+
+    def _cached_function(self, key, body, progress=False, stop_each=False, signature=None):
+        """``tf.function(body)`` cached under ``key`` (with ``signature``, else ``reduce_retracing``); with
+        ``progress``/``stop_each`` the free-running decoder loop traced in it reports each step to
+        :meth:`_progress_hook` / stops per entry (``Tacotron2Decoder._loop_options``)."""
+        fn = self.__dict__.get(key)
+        if fn is None:
+            traced = body
+            if progress or stop_each:
+                hook = self._progress_hook if progress else None
+
+                def traced(*args, **kwargs):
+                    with self.decoder._loop_options(hook, stop_each):
+                        return body(*args, **kwargs)
+
+            fn = tf.function(traced, reduce_retracing=True) if signature is None else tf.function(
+                traced, input_signature=signature)
+            object.__setattr__(self, key, fn)
+        return fn
+
+    def _progress_hook(self, step, stop_probability):
+        """The loop's ``tf.numpy_function``: hands the step to the callback of the running synthesis."""
+        callback = self.__dict__.get("_progress_callback")
+        if callback is not None:
+            try:
+                callback(int(step), float(stop_probability))
+            except BaseException as err:  # re-raised by _reporting once TF has ended the loop
+                object.__setattr__(self, "_progress_error", err)
+                raise
+        return np.asarray(step, np.int32)
+
+    @contextlib.contextmanager
+    def _reporting(self, progress):
+        object.__setattr__(self, "_progress_callback", progress)
+        object.__setattr__(self, "_progress_error", None)
+        try:
+            yield
+        except tf.errors.OpError:
+            err = self.__dict__.get("_progress_error")
+            if err is not None:
+                raise err from None
+            raise
+        finally:
+            object.__setattr__(self, "_progress_callback", None)
+            object.__setattr__(self, "_progress_error", None)
 
     # -- training -----------------------------------------------------------------------------
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
@@ -361,6 +518,31 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         model = cls(hp)
         model.load_tf1_weights(weights)
         return model
+
+    @classmethod
+    def from_migrated(cls, path, hparams=None, **overrides) -> Tacotron2:
+        """The whole model from a file of ``speechblocks migrate CKPT --to keras OUT`` (``.weights.h5``).
+
+        The file carries the hparams the migration resolved; ``hparams`` replaces them and ``overrides`` apply last
+        (sizes must agree with the stored tensors; e.g. ``tacotron_dropout_rate=0.0`` for deterministic synthesis).
+        A torch ``.pt`` file cannot be read here: the error names ``torch_layers.Tacotron2.from_migrated``.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: a torch file, a file of blocks only (read it with ``tf_layers.checkpoint.load_migrated``),
+                a damaged file, or hparams that contradict the tensors.
+        """
+        from speechblocks.migration.migrate import load_keras_model
+
+        return load_keras_model(path, hparams, overrides, cls)
+
+
+
+
+
+
+
+
 
 
 def _assert_ids(inputs, n_symbols):

@@ -2,6 +2,8 @@
 ``dynamic_decode`` with the original training and synthesis helpers), as one ``tf.while_loop``."""
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -199,6 +201,20 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             lstm = (tf.transpose(tf.stack(cs, 0), [2, 0, 1, 3]), tf.transpose(tf.stack(hs, 0), [2, 0, 1, 3]))
         return prenet, lstm
 
+    # -- synthesis options (trace time only) --------------------------------------------------
+    @contextlib.contextmanager
+    def _loop_options(self, progress=None, stop_each: bool = False):
+        """While tracing a caller's own ``tf.function``: the free-running loop built meanwhile also calls ``progress``
+        (a numpy function ``(step int32, stop float32) -> int32``) after every step, in order, and with ``stop_each``
+        stops once every batch entry's own stop rule has fired at some step (instead of the original rule: every
+        entry at the same step). Graphs traced outside (the eager call's cached loop, ``fit``) never see them."""
+        old = self.__dict__.get("_loop_opts")
+        object.__setattr__(self, "_loop_opts", {"progress": progress, "stop_each": bool(stop_each)})
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_loop_opts", old)
+
     # -- the loop -----------------------------------------------------------------------------
     def call(self, memory, memory_lengths=None, mel_targets=None, max_iters=None, training=None, noise_masks=None):
         block = "Tacotron2Decoder"
@@ -356,7 +372,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         kfs, bfs = tf.concat([kf, ks], 1), tf.concat([bf, bs], 0)  # frame and stop projections: one matmul
         n_frames = kf.shape[1]
 
-        def body(t, finished, frame, att_state, context, cs, hs, frames_ta, stops_ta, aligns_ta):
+        opts = self.__dict__.get("_loop_opts") or {}
+        progress, stop_each = opts.get("progress"), opts.get("stop_each", False)
+
+        def body(t, finished, frame, att_state, context, cs, hs, frames_ta, stops_ta, aligns_ta, stopped):
             kc = None if lstm_masks is None else lstm_masks[0][t]
             kh = None if lstm_masks is None else lstm_masks[1][t]
             recurrent = [tf.matmul(tf.concat([context, hs[0]], -1), k1_rest) + w["biases"][0]]
@@ -374,16 +393,30 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             projected = tf.matmul(tf.concat([out, context], -1), kfs) + bfs
             frames = projected[:, :n_frames]
             stop = stop_activation(projected[:, n_frames:])
-            done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
-            done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
+            if stop_each:  # every entry's own rule has fired at some step
+                fired = tf.equal(tf.round(stop), 1.0)  # (batch, r)
+                fired = tf.reduce_any(fired, 1) if self.stop_at_any else tf.reduce_all(fired, 1)
+                stopped = tf.logical_or(stopped, fired)
+                done = tf.reduce_all(stopped)
+            else:
+                done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
+                done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
             finished = tf.logical_or(done, t + 1 >= max_iters)
-            return (t + 1, finished, frames[:, -n_mels:], att_state, context, cs, hs, frames_ta.write(t, frames),
-                    stops_ta.write(t, stop), aligns_ta.write(t, alignments))
+            t_next = t + 1
+            if progress is not None:  # the step's report, before the next step starts
+                token = tf.numpy_function(progress, [t_next, tf.reduce_max(tf.cast(stop, tf.float32))], tf.int32,
+                                          stateful=True, name="progress")
+                with tf.control_dependencies([token]):
+                    t_next = tf.identity(t_next)
+            return (t_next, finished, frames[:, -n_mels:], att_state, context, cs, hs, frames_ta.write(t, frames),
+                    stops_ta.write(t, stop), aligns_ta.write(t, alignments), stopped)
 
         go = tf.zeros(tf.stack([batch, n_mels]), dtype)
-        loop = (tf.constant(0), tf.constant(False), go, state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
+        stopped0 = tf.zeros(tf.stack([batch]), tf.bool) if stop_each else ()
+        loop = (tf.constant(0), tf.constant(False), go, state0, context0, zeros_state, zeros_state, ta(), ta(), ta(),
+                stopped0)
         out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop, parallel_iterations=1)
-        frames_ta, stops_ta, aligns_ta = out[-3:]
+        frames_ta, stops_ta, aligns_ta = out[-4:-1]
         frames = tf.transpose(frames_ta.stack(), [1, 0, 2])
         stop = tf.transpose(stops_ta.stack(), [1, 0, 2])
         return frames, stop, tf.transpose(aligns_ta.stack(), [1, 2, 0])

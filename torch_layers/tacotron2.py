@@ -1,7 +1,9 @@
 """Torch ``Tacotron2``: the whole TF1 Tacotron-2 feature predictor (RTVC synthesizer / Rayhane-mamah)."""
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
 from typing import Optional
 
 import numpy as np
@@ -9,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
+from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
 from ._validation import check_float_tensor
@@ -18,7 +21,7 @@ from .encoder_rnn import EncoderRNN
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import check_memory_lengths
 from .postnet import Postnet
-from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
+from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks, loop_options
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 __all__ = ["Tacotron2", "MODEL_SCOPE"]
@@ -37,6 +40,10 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     stop logits; ``eval()``: moving statistics, no conv dropout, deterministic zoneout, stop probabilities,
     ``max_iters`` caps teacher-forced (GTA) decoding too. The pre-net dropout is always on (use
     ``tacotron_dropout_rate=0`` or injected ``noise_masks`` for deterministic runs).
+
+    Synthesis: :meth:`synthesize` (a padded batch, ``eval()`` and ``no_grad`` for the call, optional per-step
+    ``progress`` callback) and :meth:`synthesize_batch` (a list of id sequences decoded in one batched loop; numpy
+    results per sentence, each equal to the sentence synthesized alone).
 
     TF1 exchange: :meth:`tf1_weights` / :meth:`load_tf1_weights` use the names of
     :func:`speechblocks.tf1_variable_shapes` (relative to ``Tacotron_model/inference/``, TF1 layouts).
@@ -129,6 +136,47 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         block = "Tacotron2"
         if not torch.jit.is_scripting():
             noise_masks = flatten_noise_masks(noise_masks, block)
+        input_lengths = self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
+        batch = inputs.shape[0]
+
+        conv_masks: Optional[list[Tensor]] = None
+        lstm_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None
+        post_masks: Optional[list[Tensor]] = None
+        if noise_masks is not None:
+            if "encoder_convolutions" in noise_masks:
+                conv_masks = noise_masks["encoder_convolutions"]
+            if "encoder_LSTM" in noise_masks:
+                z = noise_masks["encoder_LSTM"]
+                if len(z) != 4:
+                    raise ValueError(block + ": argument `noise_masks['encoder_LSTM']` must be ((fw_c, fw_h), (bw_c, "
+                                     "bw_h)), each (batch, T_in, encoder_lstm_units); got " + str(len(z)) + " masks.")
+                lstm_masks = ((z[0], z[1]), (z[2], z[3]))
+            if "postnet_convolutions" in noise_masks:
+                post_masks = noise_masks["postnet_convolutions"]
+
+        memory = self._memory(inputs, input_lengths, speaker_embeddings, conv_masks, lstm_masks)
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets, max_iters, noise_masks)
+        n_frames = frames.shape[1] * self.outputs_per_step
+        if post_masks is not None:
+            cut: list[Tensor] = []
+            for i, pm in enumerate(post_masks):
+                if pm.dim() != 3 or pm.shape[1] < n_frames:
+                    raise ValueError(block + ": argument `noise_masks['postnet_convolutions'][" + str(i) + "]` must "
+                                     "have shape (batch, >= steps * r = " + str(n_frames) + ", postnet_channels); got "
+                                     + str(list(pm.shape)) + ".")
+                cut.append(pm[:, :n_frames])
+            post_masks = cut
+        out = self._postprocess(frames, post_masks)
+        outputs = {"decoder_outputs": out["decoder_outputs"], "mel_outputs": out["mel_outputs"],
+                   "stop_token_prediction": stop.reshape(batch, n_frames), "alignments": alignments}
+        if "linear_outputs" in out:
+            outputs["linear_outputs"] = out["linear_outputs"]
+        return outputs
+
+    def _check_inputs(self, inputs: Tensor, input_lengths: Optional[Tensor], speaker_embeddings: Optional[Tensor],
+                      mel_targets: Optional[Tensor], max_iters: Optional[int]) -> Tensor:
+        """Checks :meth:`forward`'s arguments (ValueErrors naming them); returns ``input_lengths`` (full when None)."""
+        block = "Tacotron2"
         if inputs.is_floating_point() or inputs.dtype == torch.bool or inputs.dim() != 2 or inputs.shape[1] < 1:
             raise ValueError(block + ": argument `inputs` must be an integer tensor of symbol ids of shape (batch, "
                              "T_in >= 1); got dtype " + str(inputs.dtype) + " and shape " + str(list(inputs.shape))
@@ -164,22 +212,12 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
                              "the original trains teacher-forced only; call eval() to synthesize.")
         if max_iters is not None and max_iters < 1:
             raise ValueError(block + ": argument `max_iters` must be an integer >= 1; got " + str(max_iters) + ".")
+        return input_lengths
 
-        conv_masks: Optional[list[Tensor]] = None
-        lstm_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None
-        post_masks: Optional[list[Tensor]] = None
-        if noise_masks is not None:
-            if "encoder_convolutions" in noise_masks:
-                conv_masks = noise_masks["encoder_convolutions"]
-            if "encoder_LSTM" in noise_masks:
-                z = noise_masks["encoder_LSTM"]
-                if len(z) != 4:
-                    raise ValueError(block + ": argument `noise_masks['encoder_LSTM']` must be ((fw_c, fw_h), (bw_c, "
-                                     "bw_h)), each (batch, T_in, encoder_lstm_units); got " + str(len(z)) + " masks.")
-                lstm_masks = ((z[0], z[1]), (z[2], z[3]))
-            if "postnet_convolutions" in noise_masks:
-                post_masks = noise_masks["postnet_convolutions"]
-
+    def _memory(self, inputs: Tensor, input_lengths: Optional[Tensor], speaker_embeddings: Optional[Tensor],
+                conv_masks: Optional[list[Tensor]],
+                lstm_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]) -> Tensor:
+        """The decoder's memory ``(batch, T_in, memory_size)``: embedding, encoder (+ the tiled speaker embedding)."""
         x = self.embedding(inputs)
         x = self.encoder_convolutions(x, conv_masks)
         if torch.jit.is_scripting():
@@ -187,28 +225,22 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         else:
             memory = self._encoder_lstm_eager(x, input_lengths, lstm_masks)
         if speaker_embeddings is not None:
-            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(batch, max_time, e)
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(
+                inputs.shape[0], inputs.shape[1], self.speaker_embedding_size)
             memory = torch.cat([memory, tiled], 2)
-        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets, max_iters, noise_masks)
-        n_frames = frames.shape[1] * self.outputs_per_step
-        decoder_outputs = frames.reshape(batch, n_frames, m)
+        return memory
+
+    def _postprocess(self, frames: Tensor, post_masks: Optional[list[Tensor]]) -> dict[str, Tensor]:
+        """Decoder frames ``(batch, steps, r * num_mels)`` -> ``decoder_outputs``, ``mel_outputs`` (postnet
+        residual) and, with ``predict_linear``, ``linear_outputs``."""
+        decoder_outputs = frames.reshape(frames.shape[0], frames.shape[1] * self.outputs_per_step, self.num_mels)
         if self.clip_outputs:
             decoder_outputs = torch.clamp(decoder_outputs, self.clip_low, self.clip_high)
-        if post_masks is not None:
-            cut: list[Tensor] = []
-            for i, pm in enumerate(post_masks):
-                if pm.dim() != 3 or pm.shape[1] < n_frames:
-                    raise ValueError(block + ": argument `noise_masks['postnet_convolutions'][" + str(i) + "]` must "
-                                     "have shape (batch, >= steps * r = " + str(n_frames) + ", postnet_channels); got "
-                                     + str(list(pm.shape)) + ".")
-                cut.append(pm[:, :n_frames])
-            post_masks = cut
         residual = self.postnet(decoder_outputs, post_masks)
         mel_outputs = decoder_outputs + self.postnet_projection(residual)
         if self.clip_outputs:
             mel_outputs = torch.clamp(mel_outputs, self.clip_low, self.clip_high)
-        out = {"decoder_outputs": decoder_outputs, "mel_outputs": mel_outputs,
-               "stop_token_prediction": stop.reshape(batch, n_frames), "alignments": alignments}
+        out = {"decoder_outputs": decoder_outputs, "mel_outputs": mel_outputs}
         if self.post_cbhg is not None and self.linear_projection is not None:
             linear = self.linear_projection(self.post_cbhg(mel_outputs, None))
             if self.clip_outputs:
@@ -225,6 +257,111 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 return self.encoder_lstm(x.to(self.encoder_lstm.fw_cell.weight.dtype), input_lengths, masks)
         return self.encoder_lstm(x, input_lengths, masks)
+
+    # -- synthesis ------------------------------------------------------------------------------------------
+
+    @torch.jit.unused
+    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters: Optional[int] = None, *,
+                   mel_targets=None, progress: Optional[Callable[[int, float], object]] = None) -> dict[str, Tensor]:
+        """Free-running (or GTA, with ``mel_targets``) inference: :meth:`forward` in ``eval()`` under
+        ``torch.no_grad()``; the module's train/eval mode is restored afterwards.
+
+        Args:
+            inputs: ``(batch, T_in)`` integer symbol ids (tensor or array; pad id 0 past ``input_lengths``).
+            input_lengths: ``(batch,)`` integer lengths; ``None`` means full length.
+            speaker_embeddings: ``(batch, speaker_embedding_size)``, exactly when the model has one.
+            max_iters: step cap ``>= 1`` (default ``hparams.max_iters``).
+            mel_targets: ``(batch, T_out, num_mels)``: GTA synthesis (teacher forced) instead of free running.
+            progress: optional callable ``progress(step: int, stop_probability: float)``, called after every
+                free-running decoder step with the number of steps done and the step's largest stop probability (over
+                the batch and the ``r`` frames; the original rule stops once it rounds to 1 for every entry). The loop
+                then runs as Python (the TorchScript loop cannot call back) with the same ops: the outputs are the
+                same as without it (bitwise with the prenet dropout off). An exception it raises ends the synthesis
+                and propagates. Not with ``mel_targets``.
+
+        Returns:
+            dict of tensors, as :meth:`forward` in ``eval()`` (stop probabilities).
+        """
+        if progress is not None:
+            check_progress(progress, mel_targets)
+        device, dtype = self.embedding.weight.device, self.embedding.weight.dtype
+        inputs = torch.as_tensor(inputs, device=device)
+        if input_lengths is not None:
+            input_lengths = torch.as_tensor(input_lengths, device=device)
+        if speaker_embeddings is not None:
+            speaker_embeddings = torch.as_tensor(speaker_embeddings, device=device)
+        if mel_targets is not None:
+            mel_targets = torch.as_tensor(mel_targets, device=device, dtype=dtype)
+        reporting = contextlib.nullcontext() if progress is None else loop_options(progress=progress)
+        with _eval_no_grad(self), reporting:
+            return self(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
+
+    @torch.jit.unused
+    def synthesize_batch(self, sequences, speaker_embeddings=None, max_iters: Optional[int] = None, *,
+                         progress: Optional[Callable[[int, float], object]] = None) -> list[dict]:
+        """Synthesizes several sentences with one batched decoder loop; each result equals the sentence
+        synthesized alone (:meth:`synthesize` of that one sentence), up to float rounding.
+
+        The id sequences are padded with the pad id 0 into one batch. The decoder loop runs the batch until every
+        sentence's own stop rule has fired at some step (or ``max_iters`` steps): sentence ``i`` stops at the first
+        step at which its stop probability rounds to 1 (``stop_at_any``: at any of the ``r`` frames, else at all of
+        them), that step's frames included -- where it would stop alone. (The original's rule for a batch, which
+        :meth:`synthesize` keeps, stops only at a step at which every entry's rule fires together, so it may run
+        much longer; the kept frames would be the same.) Rows never interact in the decoder: the attention masks
+        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
+        and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
+        sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
+        the step-by-step decoder loop, which is what the batch amortizes. Runs in ``eval()`` under
+        ``torch.no_grad()`` (the module's mode is restored).
+
+        Args:
+            sequences: list of 1-D integer symbol-id sequences (lists, arrays or tensors), each non-empty.
+            speaker_embeddings: ``(len(sequences), speaker_embedding_size)``, or one ``(speaker_embedding_size,)``
+                for every sentence; exactly when the model has a speaker embedding.
+            max_iters: step cap ``>= 1`` of the batch (default ``hparams.max_iters``).
+            progress: optional callable ``progress(step: int, stop_probability: float)`` called after every step of
+                the batched loop with the largest stop probability of the step over the batch and the ``r`` frames
+                (see :meth:`synthesize`).
+
+        Returns:
+            list (input order) of dicts of numpy arrays, sentence ``i`` with ``T_in_i`` ids cut to its own
+            ``steps_i`` decoder steps (``frames_i = steps_i * r``): ``mel_outputs`` and ``decoder_outputs``
+            ``(frames_i, num_mels)``, ``stop_token_prediction`` ``(frames_i,)`` (probabilities), ``alignments``
+            ``(T_in_i, steps_i)``, with ``predict_linear`` ``linear_outputs`` ``(frames_i, num_freq)``, and
+            ``stopped`` (bool: whether its stop rule fired; if not, ``steps_i`` is the batch's step count).
+        """
+        block = "Tacotron2.synthesize_batch"
+        ids, lengths = pad_sequences(sequences, block, np.int64, _seq_numpy)
+        n = len(lengths)
+        given = _numpy(speaker_embeddings) if isinstance(speaker_embeddings, Tensor) else speaker_embeddings
+        spk = speaker_rows(given, n, block)
+        limit = self.max_iters if max_iters is None else max_iters
+        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
+            raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
+        if progress is not None:
+            check_progress(progress, None)
+        device = self.embedding.weight.device
+        inputs = torch.as_tensor(ids, device=device)
+        lengths_t = torch.as_tensor(lengths, device=device)
+        if spk is not None:
+            spk = torch.as_tensor(spk, device=device)
+        with _eval_no_grad(self):
+            self._check_inputs(inputs, lengths_t, spk, None, int(limit))
+            memories = [self._memory(inputs[k:k + 1, :t], lengths_t[k:k + 1], None if spk is None else spk[k:k + 1],
+                                     None, None) for k, t in enumerate(lengths)]
+            memory = memories[0].new_zeros(n, ids.shape[1], memories[0].shape[2])
+            for k, t in enumerate(lengths):
+                memory[k, :t] = memories[k][0]
+            with loop_options(progress=progress, stop_each=True):
+                frames, stop, alignments = self.decoder(memory, lengths_t, None, int(limit), None)
+            steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)
+            results = []
+            for k, (t, s) in enumerate(zip(lengths, steps)):
+                out = {key: _numpy(v[0]) for key, v in self._postprocess(frames[k:k + 1, :s], None).items()}
+                results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
+                                    stop_token_prediction=_numpy(stop[k, :s]).reshape(-1),
+                                    alignments=_numpy(alignments[k, :t, :s]), **out, stopped=bool(stopped[k])))
+        return results
 
     # -- TF1 exchange ---------------------------------------------------------------------------------------
 
@@ -298,6 +435,27 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         model.load_tf1_weights(weights)
         return model.eval()
 
+    @classmethod
+    def from_migrated(cls, path: str | os.PathLike, hparams=None, *, map_location: str | torch.device = "cpu",
+                      **overrides) -> Tacotron2:
+        """The whole model from a file of ``speechblocks migrate`` -- ``--to torch`` (``.pt``, read with
+        ``weights_only=True``) or ``--to keras`` (``.weights.h5``, read with h5py; no TensorFlow needed).
+
+        The file carries the hparams the migration resolved; ``hparams`` replaces them and ``overrides`` apply last
+        (sizes must agree with the stored tensors; e.g. ``tacotron_dropout_rate=0.0`` for deterministic synthesis).
+
+        Returns:
+            the model in ``eval()`` mode on ``map_location``.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: a file of blocks only (read it with ``torch_layers.load_migrated``), a damaged file, or
+                hparams that contradict the tensors.
+        """
+        from .migrated import load_migrated_model
+
+        return load_migrated_model(path, hparams, overrides, map_location, cls)
+
     @torch.jit.unused
     def tf1_loss_and_gradients(self, inputs: Tensor, input_lengths: Optional[Tensor], mel_targets: Tensor,
                                stop_token_targets: Tensor, targets_lengths: Optional[Tensor],
@@ -346,3 +504,26 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         hp = self.hparams
         return (f"variant={hp.variant!r}, n_symbols={hp.n_symbols}, num_mels={hp.num_mels}, "
                 f"outputs_per_step={hp.outputs_per_step}, predict_linear={hp.predict_linear}")
+
+
+@contextlib.contextmanager
+def _eval_no_grad(module: nn.Module):
+    """``module.eval()`` under ``torch.no_grad()``, its mode restored afterwards."""
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        module.train(was_training)
+
+
+
+
+def _numpy(x: Tensor) -> np.ndarray:
+    x = x.detach().cpu()
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+
+
+def _seq_numpy(seq) -> np.ndarray:
+    return seq.detach().cpu().numpy() if isinstance(seq, Tensor) else np.asarray(seq)

@@ -7,11 +7,15 @@ the attention keys, the fused location features (convolution and ``location_feat
 one convolution, the biases into the keys) and, when teacher-forced, the pre-net and the input half of the
 first LSTM layer for every step at once. Per step: one matmul per LSTM layer over ``[input, h]``, one
 attention (query matmul, one convolution, tanh, energies, softmax, context), one matmul for the frame and
-stop projections together (their weights concatenated).
+stop projections together (their weights concatenated). With a progress callback (:func:`loop_options`, what
+``Tacotron2.synthesize(progress=...)`` sets) an eager call runs the same function uncompiled, as Python, and reports
+every step: TorchScript cannot call back into Python, and the fast path stays compiled.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
 import numpy as np
@@ -92,17 +96,47 @@ def _mask_error(block: str, key: str, doc: str, got: str) -> str:
     return block + ": argument `noise_masks['" + key + "']` must be " + doc + "; got " + got + "."
 
 
-@torch.jit.script
-def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor], go_frame: Tensor,
-                 prenet_weights: list[Tensor], prenet_biases: list[Tensor], prenet_activation: str,
-                 prenet_rate: float, prenet_keep: Optional[list[Tensor]],
-                 lstm_weights: list[Tensor], lstm_biases: list[Tensor], zoneout_factor: float,
-                 keep_c: Optional[Tensor], keep_h: Optional[Tensor],
-                 values: Tensor, keys: Tensor, score_bias: Optional[Tensor], query_weight: Tensor,
-                 location_weight: Tensor, pad_before: int, pad_after: int, v_a: Tensor, smoothing: bool,
-                 cumulate: bool, projection_weight: Tensor, projection_bias: Tensor, frame_size: int,
-                 stop_logits: bool, stop_at_any: bool) -> tuple[Tensor, Tensor, Tensor, bool]:
-    """TF1 ``dynamic_decode`` over ``TacotronDecoderCell`` (TorchScript; ``impute_finished=False``).
+# -- synthesis options of the eager loop (thread-local; a scripted module never sees them) -------------------
+_LOOP_OPTIONS = threading.local()
+
+
+@contextlib.contextmanager
+def loop_options(progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False):
+    """Options of the free-running loops that eager :class:`Tacotron2Decoder` calls run in this thread meanwhile.
+
+    Args:
+        progress: optional ``progress(step: int, stop_probability: float)``, called after every free-running step
+            with the steps done and the step's largest stop probability (over the batch and the ``r`` frames).
+            The loop then runs as Python (:func:`_decoder_loop_impl`, the same ops as :func:`decoder_loop`).
+        stop_each: stop once every batch entry's own stop rule has fired at some step, instead of the original
+            rule (every entry at the same step); the frames each entry keeps up to its own stop are the same.
+    """
+    old = getattr(_LOOP_OPTIONS, "value", None)
+    _LOOP_OPTIONS.value = (progress, bool(stop_each))
+    try:
+        yield
+    finally:
+        _LOOP_OPTIONS.value = old
+
+
+def _report_progress(step: int, probs: Tensor) -> None:
+    options = getattr(_LOOP_OPTIONS, "value", None)
+    if options is not None and options[0] is not None:
+        options[0](step, float(probs.max()))
+
+
+def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor], go_frame: Tensor,
+                       prenet_weights: list[Tensor], prenet_biases: list[Tensor], prenet_activation: str,
+                       prenet_rate: float, prenet_keep: Optional[list[Tensor]],
+                       lstm_weights: list[Tensor], lstm_biases: list[Tensor], zoneout_factor: float,
+                       keep_c: Optional[Tensor], keep_h: Optional[Tensor],
+                       values: Tensor, keys: Tensor, score_bias: Optional[Tensor], query_weight: Tensor,
+                       location_weight: Tensor, pad_before: int, pad_after: int, v_a: Tensor, smoothing: bool,
+                       cumulate: bool, projection_weight: Tensor, projection_bias: Tensor, frame_size: int,
+                       stop_logits: bool, stop_at_any: bool, stop_each: bool = False
+                       ) -> tuple[Tensor, Tensor, Tensor, bool]:
+    """TF1 ``dynamic_decode`` over ``TacotronDecoderCell`` (``impute_finished=False``); :func:`decoder_loop` is its
+    TorchScript compilation, this Python original runs when a progress callback is active (:func:`loop_options`).
 
     Args:
         n_steps: teacher-forced: the number of steps; free running: ``max_iters``.
@@ -132,6 +166,8 @@ def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor],
         frame_size: ``r * num_mels``.
         stop_logits: return stop logits (training) instead of probabilities.
         stop_at_any: the free-running stop rule.
+        stop_each: free running: stop once every entry's own rule has fired at some step (default: the original
+            rule, every entry at the same step).
 
     Returns:
         ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, T_in, steps),
@@ -158,13 +194,16 @@ def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor],
     stops_out: list[Tensor] = []
     aligns_out: list[Tensor] = []
     finished = False
+    stopped: Optional[Tensor] = None
     for t in range(min(n_steps, mask_steps)):
         if teacher_gates is not None:
-            gates = torch.addmm(teacher_gates[t], torch.cat([context, hs[0]], 1), w_first_rest)
+            # mm + add, not addmm: the form TorchScript's optimizer runs (its DecomposeOps pass splits addmm), so the
+            # Python original and the compiled loop give the same bits
+            gates = torch.mm(torch.cat([context, hs[0]], 1), w_first_rest) + teacher_gates[t]
         else:
             x = frame_in
             for i in range(len(prenet_weights)):
-                x = activations.apply(prenet_activation, torch.addmm(prenet_biases[i], x, prenet_weights[i]))
+                x = activations.apply(prenet_activation, torch.mm(x, prenet_weights[i]) + prenet_biases[i])
                 if prenet_keep is not None:
                     x = x * scale * prenet_keep[i][t]
                 elif prenet_rate > 0.0:
@@ -216,11 +255,38 @@ def decoder_loop(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor],
             frame_in = frames[:, frame_size - num_mels:]
             # TacoTestHelper: a frame is done when round(p) == 1 (tf.round: half to even, 0.5 -> 0) for every
             # batch entry; stop_at_any: any of the r frames done, else all of them
-            done = (torch.round(probs) == 1.0).all(0)
-            finished = bool(done.any()) if stop_at_any else bool(done.all())
+            if stop_each:  # every entry's own rule has fired at some step
+                fired = torch.round(probs) == 1.0
+                fired = fired.any(1) if stop_at_any else fired.all(1)
+                if stopped is None:
+                    stopped = fired
+                else:
+                    stopped = stopped | fired
+                finished = bool(stopped.all())
+            else:
+                done = (torch.round(probs) == 1.0).all(0)
+                finished = bool(done.any()) if stop_at_any else bool(done.all())
+            if not torch.jit.is_scripting():
+                _report_progress(t + 1, probs)
             if finished:
                 break
     return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished
+
+
+decoder_loop = torch.jit.script(_decoder_loop_impl)
+decoder_loop.__doc__ = _decoder_loop_impl.__doc__
+
+
+def _eager_decoder_loop(*args):
+    """An eager call's loop: the compiled :func:`decoder_loop`, unless :func:`loop_options` asks for progress reports
+    (then the Python original, the same ops) or the per-entry stop rule."""
+    options = getattr(_LOOP_OPTIONS, "value", None)
+    if options is None:
+        return decoder_loop(*args)
+    progress, stop_each = options
+    if progress is None:
+        return decoder_loop(*args, stop_each)
+    return _decoder_loop_impl(*args, stop_each)
 
 
 class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
@@ -448,12 +514,20 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         elif prenet_masks is not None:
             prenet_keep = [m.transpose(0, 1) for m in prenet_masks]
         go_frame = torch.zeros(batch, n_mels, dtype=memory.dtype, device=memory.device)
-        frames, stop, alignments, finished = decoder_loop(
-            n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
-            self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
-            keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
-            att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight, projection_bias,
-            r * n_mels, self.training, self.stop_at_any)
+        if torch.jit.is_scripting():
+            frames, stop, alignments, finished = decoder_loop(
+                n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
+                self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
+                keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
+                att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight,
+                projection_bias, r * n_mels, self.training, self.stop_at_any)
+        else:
+            frames, stop, alignments, finished = _eager_decoder_loop(
+                n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
+                self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
+                keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
+                att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight,
+                projection_bias, r * n_mels, self.training, self.stop_at_any)
         if not finished and mask_steps < n_steps:
             raise ValueError(block + ": argument `noise_masks` covers " + str(mask_steps) + " decoder steps but the "
                              "decoder has not stopped after them; pass masks of shape (batch, max_iters, size) or a "

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import run_torch_module_test
+from tests.helpers.torch_module_test import Fails, RecompilesPerLength, StaticTime, run_torch_module_test
 from torch_layers import CBHG
 from torch_layers.cbhg import max_pool_same
 
@@ -20,6 +20,8 @@ def test_module_contract_with_lengths():
     run_torch_module_test(
         CBHG, (16,), CONFIG, make_inputs=_with_lengths, expected_output_shape=lambda b, t: (b, t, 10),
         changes_in_training=True,
+        export=Fails("the input check reads the lengths' values (int(input_lengths.min()))", match="data-dependent"),
+        compile=RecompilesPerLength("the bidirectional GRU's loop over time is unrolled for each length"),
         bad_inputs=[([x[0], torch.tensor([7, 3])], "inputs"), ([x[..., :8], torch.tensor([7, 3])], "(batch, time, 16)"),
                     ([x.long(), torch.tensor([7, 3])], "floating"),
                     ([x, torch.tensor([7.0, 3.0])], "input_lengths"), ([x, torch.tensor([[7, 3]])], "input_lengths"),
@@ -31,7 +33,9 @@ def test_module_contract_with_lengths():
 def test_module_contract_full_length_without_dense():
     cfg = {**CONFIG, "highway_units": 16, "pool_size": 3}
     run_torch_module_test(CBHG, (16,), cfg, make_inputs=lambda b, t, dt: [_with_lengths(b, t, dt)[0]],
-                          expected_output_shape=lambda b, t: (b, t, 10), sizes=((2, 5), (1, 1)))
+                          expected_output_shape=lambda b, t: (b, t, 10), sizes=((2, 5), (1, 1)),
+                          export=StaticTime("the bidirectional GRU's loop over time is unrolled by the export"),
+                          compile=RecompilesPerLength("the GRU's loop over time is unrolled for each length"))
 
 
 @pytest.mark.parametrize("pool", [1, 2, 3, 4])

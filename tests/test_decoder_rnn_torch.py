@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import run_torch_module_test
+from tests.helpers.torch_module_test import RecompilesPerLength, StaticTime, run_torch_module_test
 from torch_layers import DecoderRNN
 
 
@@ -17,6 +17,8 @@ def test_module_contract_sequence_form():
     run_torch_module_test(
         DecoderRNN, (5,), dict(layers=2, size=4, zoneout=0.2), make_inputs=_seq,
         expected_output_shape=lambda b, t: [(b, t, 4)] + [(b, 4)] * 4, changes_in_training=True,
+        export=StaticTime("the sequence form's loop over time (stacked_scan) is unrolled by the export"),
+        compile=RecompilesPerLength("dynamo unrolls the loop over time of stacked_scan for each length"),
         bad_inputs=[([torch.zeros(2, 3, 6)], "(batch, time, 5)"), ([torch.zeros(2, 3, 5, dtype=torch.int64)], "floating"),
                     ([torch.zeros(5)], "inputs")],
     )

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bench._seed_reference_gaussian_embedding import seed_forward
-from tests.helpers.torch_module_test import run_torch_module_test
+from tests.helpers.torch_module_test import Fails, run_torch_module_test
 from torch_layers import GaussianEmbedding, repeat_merge
 
 NUM_LABELS, PAD, BLANK = 12, 0, 1
@@ -44,6 +44,8 @@ def test_module_contract(blank_free, merge_blanks):
         GaussianEmbedding, (NUM_LABELS, 5, PAD), dict(merge_blanks=merge_blanks, blank_free=blank_free),
         make_inputs=_inputs,
         expected_output_shape=lambda b, t: (b, _frames(*_batch(b, t, seed=b * 10 + t)), 5),
+        export=Fails("the number of frames is the largest sum of durations (a value of the input), and the "
+                     "durations are checked by value", match="data-dependent"),
         bad_inputs=[
             ([good_text, neg], "durs"),
             ([good_text, good_durs[:, :5]], "durs"),

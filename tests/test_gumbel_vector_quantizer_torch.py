@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import run_torch_module_test
+from tests.helpers.torch_module_test import Fails, run_torch_module_test
 from torch_layers import GumbelVectorQuantizer
 
 
@@ -24,6 +24,8 @@ def test_module_contract():
     run_torch_module_test(
         GumbelVectorQuantizer, (6, 5), dict(groups=2, vq_dim=4), make_inputs=_inputs,
         expected_output_shape=lambda b, t: [(b, t, 4), ()], changes_in_training=True, scriptable="",
+        onnx=Fails("torch 2.13's ONNX translation fails on the exported program (a float where it expects a value)",
+                   match="'float' object has no attribute 'name'"),
         bad_inputs=[([torch.zeros(2, 7)], "`x`"), ([torch.zeros(2, 7, 3)], "(batch, time, 6)"),
                     ([torch.zeros(2, 7, 6, dtype=torch.int64)], "floating")],
     )

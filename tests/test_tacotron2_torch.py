@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from speechblocks import resolve_hparams, tf1_variable_shapes
-from tests.helpers.torch_module_test import run_torch_module_test
+from tests.helpers.torch_module_test import Fails, RecompilesPerLength, run_torch_module_test
 from torch_layers import CBHG, Tacotron2, Tacotron2Decoder, TF1WeightsError, tacotron2_hparams, tacotron2_loss
 from torch_layers._lstm_layout import torch_weight_to_tf1
 
@@ -146,6 +146,8 @@ def test_decoder_scripted_and_flat_masks_and_module_contract():
         make_inputs=lambda b, t, dt: [torch.randn(b, t, 9, dtype=dt), torch.tensor([t, max(1, t - 2), 1][:b]),
                                       torch.randn(b, 7, 3, dtype=dt)],
         expected_output_shape=lambda b, t: [(b, 3, 6), (b, 3, 2), (b, t, 3)], changes_in_training=True,
+        export=Fails("the memory lengths are checked by value and the loop runs a data-dependent number of steps; "
+                     "Tacotron2Decoder.step_module() is the exportable step", match="data-dependent"),
         bad_inputs=[([memory[..., :8], lengths], "memory"), ([memory, torch.tensor([6, 3])], "memory_lengths"),
                     ([memory, lengths, mel[:, :1]], "mel_targets"), ([memory, lengths, mel[..., :2]], "mel_targets"),
                     ([memory, lengths, None, 0], "max_iters")],
@@ -337,6 +339,8 @@ def test_module_contract_rtvc():
         Tacotron2, ("rtvc",), dict(n_symbols=N_SYM, tacotron_dropout_rate=0.0, **RTVC), make_inputs=_small_contract_inputs,
         expected_output_shape=lambda b, t: [(b, t, 3), (b, 6, 6), (b, 6, 6), (b, 6)], changes_in_training=True,
         sizes=((2, 7), (1, 1), (3, 4)),
+        export=Fails("the symbol ids and lengths are checked by value (int(inputs.min())); encoder_module() and "
+                     "decoder_step_module() are the exportable parts", match="data-dependent"),
         bad_inputs=[([inputs.float(), lengths, spk, mel], "inputs"), ([inputs + N_SYM, lengths, spk, mel], "inputs"),
                     ([inputs - N_SYM, lengths, spk, mel], "inputs"),
                     ([inputs, torch.tensor([0, 3]), spk, mel], "input_lengths"),
@@ -365,6 +369,10 @@ def test_module_contract_rayhane_free_running():
         make_inputs=lambda b, t, dt: [torch.randint(0, N_SYM, (b, t)), torch.tensor([t, max(1, t // 2), 1][:b])],
         expected_output_shape=lambda b, t: [(b, t, 3), (b, 6, 6), (b, 6, 9), (b, 6, 6), (b, 6)],
         sizes=((2, 5), (1, 2)),  # (free running is eval-only: the teacher-forced RTVC contract checks train())
+        export=Fails("the symbol ids and lengths are checked by value (int(inputs.min())); encoder_module() and "
+                     "decoder_step_module() are the exportable parts", match="data-dependent"),
+        compile=RecompilesPerLength("the stop rule reads each step's stop probabilities (bool()), and the encoder "
+                                    "LSTM's loop runs per length"),
         bad_inputs=[([inputs, torch.tensor([5, 2]), torch.zeros(2, 4)], "speaker_embeddings")],
     )
 

@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from speechblocks.cbhg import check_cbhg_arguments
+from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
 
 from ._validation import check_float_tensor, check_lengths
@@ -30,7 +31,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
     7. Bidirectional TF1 GRU (``reset`` before the candidate matmul) of ``rnn_units`` per direction,
        with ``bidirectional_dynamic_rnn`` length semantics; outputs ``concat(fw, bw)``.
 
-    Batch norm uses batch statistics when ``training`` (there is no dropout in CBHG).
+    Batch norm uses batch statistics when ``training`` (there is no dropout in CBHG); with
+    ``sync_batch_norm=True`` they are synchronized over ``tf.distribute`` replicas (see :class:`Conv1DBlock`).
 
     Args:
         K: int, number of bank convolutions (widths 1..K).
@@ -47,6 +49,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
             ``bidirectional_rnn/{fw,bw}/<scope>_{forward,backward}_RNN/{gates,candidate}/{kernel,bias}``.
         bn_position: ``"before"`` (seed: conv -> BN -> activation) or ``"after"`` (Rayhane's CBHG: conv ->
             activation -> BN), for the bank and both projections.
+        sync_batch_norm: bool; ``True``: batch statistics over the global batch of all ``tf.distribute``
+            replicas (Keras ``BatchNormalization(synchronized=True)``); default ``False``, per replica.
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -61,6 +65,10 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
     sequence's last valid frame; the convolutions (and batch statistics in training) see padded frames,
     as in TF1.
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (the GRU loop's TensorList ops with
+    an unknown batch; with ``input_lengths`` also a new-axis ``StridedSlice``): the converted model runs only in an
+    interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> cbhg = CBHG(8, 128, 2, [256, 80], 3, 4, 128, 128)
     >>> cbhg(tf.zeros((2, 50, 80)), tf.constant([50, 20])).shape
@@ -71,8 +79,9 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
 
     def __init__(self, K: int, conv_channels: int, pool_size: int, projections, projection_kernel_size: int,
                  n_highwaynet_layers: int, highway_units: int, rnn_units: int, tf1_scope: str | None = None,
-                 bn_position: str = "before", **kwargs):
+                 bn_position: str = "before", sync_batch_norm: bool = False, **kwargs):
         super().__init__(**kwargs)
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, "CBHG")
         self.projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
                                                 n_highwaynet_layers, highway_units, rnn_units, bn_position)
         self.bn_position = bn_position
@@ -87,13 +96,16 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
         self.input_size = self.projections[1]
         policy = self.dtype_policy
         self.conv_bank = [Conv1DBlock(k, self.conv_channels, activation="relu", drop_rate=0.0, tf1_scope=f"conv1d_{k}",
-                                      bn_position=bn_position, dtype=policy, name=f"conv1d_{k}") for k in range(1, self.K + 1)]
+                                      bn_position=bn_position, sync_batch_norm=self.sync_batch_norm, dtype=policy,
+                                      name=f"conv1d_{k}") for k in range(1, self.K + 1)]
         self.max_pool = keras.layers.MaxPooling1D(self.pool_size, strides=1, padding="same", dtype=policy,
                                                   name="max_pooling1d")
         self.proj1 = Conv1DBlock(self.projection_kernel_size, self.projections[0], activation="relu", tf1_scope="proj1",
-                                 bn_position=bn_position, dtype=policy, name="proj1")
+                                 bn_position=bn_position, sync_batch_norm=self.sync_batch_norm, dtype=policy,
+                                 name="proj1")
         self.proj2 = Conv1DBlock(self.projection_kernel_size, self.projections[1], activation=None, tf1_scope="proj2",
-                                 bn_position=bn_position, dtype=policy, name="proj2")
+                                 bn_position=bn_position, sync_batch_norm=self.sync_batch_norm, dtype=policy,
+                                 name="proj2")
         self.dense = (keras.layers.Dense(self.highway_units, dtype=policy, name="dense")
                       if self.projections[1] != self.highway_units else None)
         self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
@@ -156,7 +168,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
         config.update(K=self.K, conv_channels=self.conv_channels, pool_size=self.pool_size,
                       projections=list(self.projections), projection_kernel_size=self.projection_kernel_size,
                       n_highwaynet_layers=self.n_highwaynet_layers, highway_units=self.highway_units,
-                      rnn_units=self.rnn_units, tf1_scope=self.tf1_scope, bn_position=self.bn_position)
+                      rnn_units=self.rnn_units, tf1_scope=self.tf1_scope, bn_position=self.bn_position,
+                      sync_batch_norm=self.sync_batch_norm)
         return config
 
     # -- TF1 exchange -------------------------------------------------------------------------

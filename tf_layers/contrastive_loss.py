@@ -89,6 +89,10 @@ class ContrastiveLoss(keras.layers.Layer):
     masked steps under same-utterance sampling fails with an ``InvalidArgumentError`` (a ``ValueError``
     in eager mode).
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
+    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> loss = ContrastiveLoss(in_dim=4, proj_dim=8, num_negatives=3)
     >>> masks = np.zeros((2, 4, 10), "float32"); masks[:, :, 2:7] = 1

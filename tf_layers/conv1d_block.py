@@ -4,7 +4,9 @@ from __future__ import annotations
 import keras
 
 from speechblocks.arguments import BN_POSITIONS, check_drop_rate
+from speechblocks.distributed import check_sync_batch_norm
 
+from ._distribute import BatchNormalization
 from ._dropout import tf1_dropout
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
@@ -18,6 +20,12 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
     after); batch norm with TF1 defaults (epsilon 1e-3, momentum 0.99); dropout only when training.
     ``bn_position="after"`` gives Rayhane's later order: conv -> activation -> batch norm -> dropout.
 
+    Data-parallel training (``tf.distribute``): by default each replica normalizes with the statistics of its
+    own slice of the batch (the original's multi-GPU towers); ``sync_batch_norm=True`` uses Keras
+    ``BatchNormalization(synchronized=True)``: mean and variance over the global batch (all-reduced), so a
+    step on several replicas equals the single-process step on the whole batch. In one process the two are
+    bit-identical. The variables and their TF1 names do not change.
+
     Args:
         kernel_size: int, convolution width.
         channels: int, number of output channels.
@@ -26,6 +34,7 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
         bn_position: ``"before"`` (seed: BN before activation) or ``"after"``.
         tf1_scope: TF1 variable scope of the block (``<tf1_scope>/conv1d/kernel`` ...).
         seed: optional int seed of the dropout noise.
+        sync_batch_norm: bool, batch statistics synchronized over ``tf.distribute`` replicas (see above).
         **kwargs: base ``keras.layers.Layer`` arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -48,7 +57,7 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
 
     def __init__(self, kernel_size: int, channels: int, activation="relu", drop_rate: float = 0.0,
                  bn_position: str = "before", tf1_scope: str | None = None, seed: int | None = None,
-                 **kwargs):
+                 sync_batch_norm: bool = False, **kwargs):
         super().__init__(**kwargs)
         if int(kernel_size) < 1:
             raise ValueError(f"Conv1DBlock: `kernel_size` must be >= 1; got {kernel_size}.")
@@ -64,10 +73,11 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
         self.bn_position = bn_position
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.seed = seed
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, "Conv1DBlock")
         self.conv = keras.layers.Conv1D(self.channels, self.kernel_size, padding="same",
                                         dtype=self.dtype_policy, name="conv1d")
-        self.batch_norm = keras.layers.BatchNormalization(epsilon=1e-3, momentum=0.99,
-                                                          dtype=self.dtype_policy, name="batch_normalization")
+        self.batch_norm = BatchNormalization(epsilon=1e-3, momentum=0.99, synchronized=self.sync_batch_norm,
+                                             dtype=self.dtype_policy, name="batch_normalization")
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.in_channels = None
 
@@ -101,6 +111,7 @@ class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
             bn_position=self.bn_position,
             tf1_scope=self.tf1_scope,
             seed=self.seed,
+            sync_batch_norm=self.sync_batch_norm,
         )
         return config
 

@@ -95,6 +95,10 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: not mask-aware (the Tacotron decoder runs every step).
 
+    Deployment: SavedModel and XLA, both forms. LiteRT: the one-step form converts to TFLite builtins; the
+    sequence form needs ``SELECT_TF_OPS`` (its loop's TensorList ops with an unknown batch): the converted model
+    runs only in an interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> dec = DecoderRNN(layers=2, size=8)
     >>> out, states = dec(tf.zeros((3, 5)), dec.get_initial_state(3))

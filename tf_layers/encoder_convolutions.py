@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from speechblocks.arguments import check_bn_position, check_drop_rate
 from speechblocks.block_hparams import conv_stack_hparams
+from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.tf1_names import conv_layer_scope, scoped_tf1_variables
 
 from ._validation import check_float_tensor
@@ -27,7 +28,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
     _hparam_names: tuple[str, str, str] = ()
 
     def __init__(self, kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
-                 **kwargs):
+                 sync_batch_norm=False, **kwargs):
         super().__init__(**kwargs)
         self._validate_common(kernel_size, channels, num_layers, drop_rate, bn_position)
         self.kernel_size = int(kernel_size)
@@ -38,6 +39,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.bn_position = bn_position
         self.seed = seed
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, self.block_label)
 
     def _validate_common(self, kernel_size, channels, num_layers, drop_rate, bn_position):
         label = self.block_label
@@ -66,6 +68,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
             tf1_scope=self.tf1_scope,
             bn_position=self.bn_position,
             seed=self.seed,
+            sync_batch_norm=self.sync_batch_norm,
         )
         return config
 
@@ -75,7 +78,7 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
             self.blocks.append(Conv1DBlock(
                 self.kernel_size, self.channels, activation=activation, drop_rate=self.drop_rate,
                 bn_position=self.bn_position, tf1_scope=conv_layer_scope(index, self.tf1_scope),
-                seed=None if self.seed is None else int(self.seed) + i,
+                seed=None if self.seed is None else int(self.seed) + i, sync_batch_norm=self.sync_batch_norm,
                 dtype=self.dtype_policy, name=f"conv_layer_{index}"))
         self.in_channels = None
 
@@ -158,6 +161,9 @@ class EncoderConvolutions(ConvStack):
             ``"encoder_convolutions"``).
         bn_position: ``"before"`` (seed: BN before the activation) or ``"after"`` (Rayhane's later code).
         seed: optional int seed of the dropout noise (layer ``i`` uses ``seed + i``).
+        sync_batch_norm: bool; ``True`` synchronizes the batch statistics over ``tf.distribute`` replicas
+            (global-batch statistics, as one process; see :class:`~tf_layers.Conv1DBlock`). Default ``False``:
+            per-replica statistics, as the original's multi-GPU towers.
         **kwargs: base ``keras.layers.Layer`` arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -183,7 +189,7 @@ class EncoderConvolutions(ConvStack):
 
     def __init__(self, kernel_size: int = 5, channels: int = 512, num_layers: int = 3, drop_rate: float = 0.5,
                  activation="relu", tf1_scope: str | None = None, bn_position: str = "before",
-                 seed: int | None = None, **kwargs):
+                 seed: int | None = None, sync_batch_norm: bool = False, **kwargs):
         super().__init__(kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
-                         **kwargs)
+                         sync_batch_norm, **kwargs)
         self._make_blocks([(i + 1, self.activation) for i in range(self.num_layers)])

@@ -102,6 +102,12 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: honours ``input_lengths``; padding beyond a length never changes the valid outputs.
 
+    Deployment: exports as a SavedModel (unknown batch and time). Not XLA-compilable: the loop shrinks its state
+    to the sequences still running (dynamic shapes inside a ``tf.while_loop``), so ``jit_compile=True`` fails (a
+    ``Pad`` size is not a compile-time constant). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList
+    ops with an unknown batch, ``InvertPermutation``): the converted model runs only in an interpreter with the
+    flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> enc = EncoderRNN(size=8)
     >>> enc(tf.zeros((2, 5, 3)), tf.constant([5, 2])).shape

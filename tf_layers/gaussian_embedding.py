@@ -143,6 +143,11 @@ class GaussianEmbedding(keras.layers.Layer):
 
     Masking: frames past an utterance's end hold the embedding of the last (pad) column, as upstream.
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (``UpperBound``, i.e.
+    ``tf.searchsorted``, and a new-axis slice (``x[:, :, None]``) with unknown dims is no TFLite builtin
+    ``StridedSlice``): the converted model runs only in an interpreter with the flex delegate (TensorFlow
+    kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> layer = GaussianEmbedding(10, 4, pad=0)
     >>> text = tf.constant([[1, 5, 1, 6, 1]])   # blank, token, blank, token, blank

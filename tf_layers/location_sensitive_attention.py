@@ -65,6 +65,10 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: ``memory_lengths`` (with ``mask_encoder``); padded memory gets zero weight.
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
+    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> att = LocationSensitiveAttention(units=8, filters=4, kernel_size=5)
     >>> memory = tf.random.normal((2, 7, 6))

@@ -3,6 +3,24 @@
 Functions with the seed's arguments (``masked_mse`` ...) plus ``keras.losses.Loss`` classes of the same
 semantics. Every loss computes in float32 (float64 when an input is float64), whatever the dtype of its
 inputs, so float16/bfloat16 tensors of mixed-precision models neither overflow nor lose the sum.
+
+Data-parallel training (``tf.distribute``: ``MirroredStrategy``, ``MultiWorkerMirroredStrategy``): every loss
+takes ``reduction=`` -- how it reduces over the replicas when it runs inside a replica of a strategy with more
+than one replica (``strategy.run``, ``Model.fit``):
+
+* ``"global"`` (default): the loss of the **global** batch. Each replica returns its share
+  ``sum_local / count_global``, the count (valid elements, or non-zero masked loss values) summed over the
+  replicas with ``ReplicaContext.all_reduce`` under ``tf.stop_gradient`` (a count has no gradient). The shares
+  sum to the global loss (``strategy.reduce("SUM", per_replica_loss)``), and since ``tf.distribute`` (and the
+  Keras optimizer) *sums* the replicas' gradients, the applied gradient is the gradient of the global loss --
+  whatever number of valid frames each replica holds.
+* ``"per_replica"``: each replica's own masked mean divided by the number of replicas (the Keras convention
+  for a per-replica mean), i.e. the mean of the replicas' losses: the original TF1 multi-GPU towers.
+
+Outside such a replica (no strategy, one replica, or cross-replica context) both return the single-process
+value, bit for bit. Inside a replica with more than one replica, the time axis of ``targets`` may be longer
+than the replica's ``max(targets_lengths)`` rounded up to ``r`` (a replica's slice of a batch padded to the
+global longest target); it must still be a multiple of ``r``.
 """
 from __future__ import annotations
 
@@ -14,8 +32,10 @@ import tensorflow as tf
 
 # common: the framework-free part (options, checks, message texts), shared with the other framework's twin
 from speechblocks import masked_losses as common
+from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction
 from speechblocks.masked_losses import priority_frequencies
 
+from ._distribute import distributed_mean, replica_context
 from ._validation import check_float_tensor, check_lengths
 
 __all__ = [
@@ -72,7 +92,6 @@ def padded_max_length(lengths, r: int):
     return round_up(longest, tf.cast(r, lengths.dtype))
 
 
-
 def _static(t):
     value = tf.get_static_value(t)
     return None if value is None else np.asarray(value)
@@ -95,24 +114,29 @@ def _targets_outputs(targets, outputs, block: str, rank: int, shape_doc: str):
 
 
 def _mask_from_lengths(lengths, targets, r: int, block: str, shape_doc: str):
-    """The seed's ``sequence_mask(lengths, r)`` laid over ``targets``' time axis, with its shape checks."""
+    """The seed's ``sequence_mask(lengths, r)`` laid over ``targets``' time axis, with its shape checks.
+
+    In one process the time axis must be ``max(lengths)`` rounded up to ``r`` (TF1's assertion); inside a
+    replica of several (a slice of a global batch) any multiple of ``r`` that holds every length."""
     if lengths is None:
         raise ValueError(common.lengths_required_message(block))
     lengths = checked_lengths(lengths, "targets_lengths", block)
+    shard = replica_context()[0] is not None
     checks = []
     batch, time = targets.shape[0], targets.shape[1]
     if batch is not None and lengths.shape[0] is not None and lengths.shape[0] != batch:
         raise ValueError(f"{block}: argument `targets_lengths` has {lengths.shape[0]} entries but `targets` has "
                          f"batch {batch}; expected shape (batch,) with targets {shape_doc}.")
     too_long = common.length_too_long_message(block, shape_doc)
-    not_padded = common.not_padded_message(block, r, shape_doc)
+    not_padded = (replica_not_padded_message(block, r, shape_doc) if shard
+                  else common.not_padded_message(block, r, shape_doc))
     value = _static(lengths)
     if value is not None and time is not None:
         longest = int(value.max()) if value.size else 0
         padded = -(-longest // r) * r
         if longest > time:
             raise ValueError(f"{too_long}; got max length {longest} for time {time}.")
-        if padded != time:
+        if (time % r != 0) if shard else (padded != time):
             raise ValueError(f"{not_padded}; got max length {longest} -> {padded} frames for time {time}.")
     else:
         t = tf.cast(tf.shape(targets)[1], lengths.dtype)
@@ -120,9 +144,20 @@ def _mask_from_lengths(lengths, targets, r: int, block: str, shape_doc: str):
                                                 message=f"{block}: argument `targets_lengths` must have shape (batch,) "
                                                         f"with targets {shape_doc}"))
         checks.append(tf.debugging.assert_less_equal(lengths, t, message=too_long))
-        checks.append(tf.debugging.assert_equal(padded_max_length(lengths, r), t, message=not_padded))
+        if shard:
+            checks.append(tf.debugging.assert_equal(t % tf.cast(r, t.dtype), tf.zeros([], t.dtype),
+                                                    message=not_padded))
+        else:
+            checks.append(tf.debugging.assert_equal(padded_max_length(lengths, r), t, message=not_padded))
     with tf.control_dependencies(checks):
         return tf.sequence_mask(lengths, maxlen=tf.shape(targets)[1], dtype=targets.dtype)
+
+
+def replica_not_padded_message(block: str, r: int, shape_doc: str) -> str:
+    """Inside a replica of several: the time axis is not a multiple of ``r`` (the caller appends ``"; got ..."``)."""
+    return (f"{block}: argument `targets`: inside a data-parallel replica the time axis of `targets` {shape_doc} must "
+            f"be a multiple of outputs_per_step={r} holding every length (a slice of a batch padded to its longest "
+            "target)")
 
 
 def _explicit_mask(mask, targets, block: str, per_channel: bool, shape_doc: str):
@@ -174,7 +209,8 @@ def _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block):
 
 # -- functions -----------------------------------------------------------------------------------------
 
-def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None):
+def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None,
+               reduction: str = DEFAULT_LOSS_REDUCTION):
     """Masked mean squared error of TF1 Tacotron-2 (``MaskedMSE`` of the seed).
 
     ``tf.compat.v1.losses.mean_squared_error(targets, outputs, weights=mask)`` with reduction
@@ -194,10 +230,13 @@ def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask
         targets_lengths: integer tensor ``(batch,)``, 0 <= length <= time; ignored when ``mask`` is given.
         outputs_per_step: int >= 1, the decoder's ``r``.
         mask: optional ``(batch, time)``, ``(batch, time, 1)`` or ``(batch, time, channels)`` weights.
+        reduction: ``"global"`` (default) or ``"per_replica"``: how the loss reduces over the replicas of a
+            ``tf.distribute`` strategy (see the module docstring; no effect in one process).
 
     Returns:
         scalar tensor, float32 (float64 when an input is float64), computed in that dtype whatever the
-        input dtype (float16/bfloat16 inputs are cast first).
+        input dtype (float16/bfloat16 inputs are cast first). Inside a replica of several: the replica's
+        share (``"global"``: ``sum_local / count_global``; the shares sum to the global-batch loss).
 
     Raises:
         ValueError: a wrong rank, shape or dtype, ``outputs_per_step < 1``, a negative length, a length
@@ -210,16 +249,18 @@ def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask
     1.0
     """
     block, doc = "masked_mse", "(batch, time, channels)"
+    reduction = check_loss_reduction(reduction, block)
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 3, doc)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     with tf.control_dependencies(checks):
         weights = mask * tf.ones_like(targets)
         total = tf.reduce_sum(weights * tf.math.squared_difference(outputs, targets))
-        return tf.math.divide_no_nan(total, tf.math.count_nonzero(weights, dtype=targets.dtype))
+        return distributed_mean(total, tf.math.count_nonzero(weights, dtype=targets.dtype), reduction)
 
 
 def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None,
-                                 pos_weight: float = 1.0, count: str = "nonzero_loss"):
+                                 pos_weight: float = 1.0, count: str = "nonzero_loss",
+                                 reduction: str = DEFAULT_LOSS_REDUCTION):
     """Masked weighted sigmoid cross-entropy of TF1 Tacotron-2 (``MaskedSigmoidCrossEntropy``, stop token).
 
     Per element ``tf.nn.weighted_cross_entropy_with_logits`` in its stable form,
@@ -243,9 +284,12 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
         pos_weight: weight of the positive class (hparams ``cross_entropy_pos_weight``; 1 = plain sigmoid
             cross-entropy).
         count: ``"nonzero_loss"`` (seed) or ``"mask"`` (corrected).
+        reduction: ``"global"`` (default: the count summed over data-parallel replicas) or ``"per_replica"``
+            (see the module docstring; no effect in one process).
 
     Returns:
-        scalar tensor, float32 (float64 for float64 input), 0.0 when the count is 0.
+        scalar tensor, float32 (float64 for float64 input), 0.0 when the count is 0 (inside a replica of
+        several: the replica's share, as :func:`masked_mse`).
 
     Raises:
         ValueError: as :func:`masked_mse`, plus an unknown ``count`` or a non-finite ``pos_weight``.
@@ -256,6 +300,7 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
     0.693147
     """
     block, doc = "masked_sigmoid_cross_entropy", "(batch, time)"
+    reduction = check_loss_reduction(reduction, block)
     if count not in common.COUNT_MODES:
         raise ValueError(f"{block}: argument `count` must be one of {common.COUNT_MODES}; got {count!r}.")
     if not np.isfinite(float(pos_weight)):
@@ -267,11 +312,12 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
                                                           pos_weight=tf.cast(pos_weight, targets.dtype))
         masked = losses * mask
         n = tf.math.count_nonzero(masked if count == "nonzero_loss" else mask, dtype=targets.dtype)
-        return tf.math.divide_no_nan(tf.reduce_sum(masked), n)
+        return distributed_mean(tf.reduce_sum(masked), n, reduction)
 
 
 def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None,
-                       sample_rate: float, num_freq: int | None = None, low_band_norm: str = "full_mask"):
+                       sample_rate: float, num_freq: int | None = None, low_band_norm: str = "full_mask",
+                       reduction: str = DEFAULT_LOSS_REDUCTION):
     """Masked L1 loss of TF1 Tacotron-2 with priority to frequencies below 2 kHz (``MaskedLinearLoss``).
 
     With ``m`` the ``(batch, time, 1)`` mask broadcast to every bin and
@@ -295,9 +341,11 @@ def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_st
         sample_rate: Hz (hparams ``sample_rate``).
         num_freq: hparams ``num_freq``; ``None`` takes the channel count of ``targets``.
         low_band_norm: ``"full_mask"`` (seed) or ``"low_band_mask"`` (corrected).
+        reduction: ``"global"`` (default: both mask sums summed over data-parallel replicas) or
+            ``"per_replica"`` (see the module docstring; no effect in one process).
 
     Returns:
-        scalar tensor, float32 (float64 for float64 input).
+        scalar tensor, float32 (float64 for float64 input); inside a replica of several the replica's share.
 
     Raises:
         ValueError: as :func:`masked_mse`, plus a non-positive ``sample_rate`` or an unknown ``low_band_norm``.
@@ -308,6 +356,7 @@ def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_st
     0.75
     """
     block, doc = "masked_linear_loss", "(batch, time, num_freq)"
+    reduction = check_loss_reduction(reduction, block)
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 3, doc)
     n = _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
@@ -316,8 +365,8 @@ def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_st
         masked_l1 = tf.abs(targets - outputs) * weights
         denominator = tf.reduce_sum(weights)
         low_denominator = denominator if low_band_norm == "full_mask" else tf.reduce_sum(weights[:, :, :n])
-        mean_l1 = tf.math.divide_no_nan(tf.reduce_sum(masked_l1), denominator)
-        mean_l1_low = tf.math.divide_no_nan(tf.reduce_sum(masked_l1[:, :, :n]), low_denominator)
+        mean_l1 = distributed_mean(tf.reduce_sum(masked_l1), denominator, reduction)
+        mean_l1_low = distributed_mean(tf.reduce_sum(masked_l1[:, :, :n]), low_denominator, reduction)
         return 0.5 * mean_l1 + 0.5 * mean_l1_low
 
 
@@ -329,11 +378,12 @@ class _MaskedLoss(keras.losses.Loss):
     _target_rank = 3
 
     def __init__(self, outputs_per_step: int, packed: bool = False, name=None,
-                 reduction="sum_over_batch_size", dtype=None):
-        if reduction != "sum_over_batch_size":
-            raise ValueError(f"{type(self).__name__}: argument `reduction` must be 'sum_over_batch_size'; the loss "
-                             f"is already a scalar normalised over the masked batch; got {reduction!r}.")
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
+                 reduction=DEFAULT_LOSS_REDUCTION, dtype=None):
+        if reduction == "sum_over_batch_size":  # the Keras default, stored by earlier versions: the global loss
+            reduction = "global"
+        reduction = check_loss_reduction(reduction, type(self).__name__)
+        super().__init__(name=name, reduction="sum_over_batch_size", dtype=dtype)
+        self.reduction = reduction  # not a Keras reduction (the value is already a scalar): __call__ is ours
         self.outputs_per_step = check_outputs_per_step(outputs_per_step, "outputs_per_step", type(self).__name__)
         self.packed = bool(packed)
 
@@ -399,11 +449,9 @@ class _MaskedLoss(keras.losses.Loss):
         if self.dtype == "float64":
             targets, y_pred = tf.cast(targets, tf.float64), tf.cast(y_pred, tf.float64)
         with tf.name_scope(self.name):
-            value = self._loss(targets, y_pred, lengths, sample_weight)
-            replicas = tf.distribute.get_strategy().num_replicas_in_sync
-            if replicas > 1:  # as Keras' own losses under tf.distribute
-                value = value * (1.0 / replicas)
-            return value
+            # inside a replica of several, the function returns the replica's share (``reduction``), which is
+            # what Keras' ``fit`` expects of a loss under tf.distribute (it sums the replicas' gradients)
+            return self._loss(targets, y_pred, lengths, sample_weight)
 
     def get_config(self):
         config = super().get_config()
@@ -422,9 +470,12 @@ _LOSS_DOC = """
       (``fit(x, y, sample_weight=mask)``); it overrides the lengths, as the seed's ``mask=``.
 
     A Keras mask carried by ``y_pred`` (``_keras_mask``) is not used: pass the lengths or ``sample_weight``.
-    The value is a scalar already normalised over the masked batch, so ``reduction`` is fixed to
-    ``"sum_over_batch_size"`` (which leaves a scalar unchanged). Computation in float32 whatever the
-    dtype policy (float64 for float64 inputs or ``dtype="float64"``).
+    The value is a scalar already normalised over the masked batch, so ``reduction`` is not a Keras
+    reduction: ``"global"`` (default; Keras' ``"sum_over_batch_size"`` is accepted for it) or
+    ``"per_replica"`` say how the loss reduces over the replicas of a ``tf.distribute`` strategy in ``fit``
+    (see the module docstring: ``"global"`` makes a data-parallel step equal the single-process step on
+    the global batch). Computation in float32 whatever the dtype policy (float64 for float64 inputs or
+    ``dtype="float64"``).
 """
 
 
@@ -435,7 +486,8 @@ class MaskedMSE(_MaskedLoss):
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
         packed: read lengths packed into ``y_true`` by :meth:`pack`.
-        name, reduction, dtype: ``keras.losses.Loss`` arguments.
+        reduction: ``"global"`` (default) or ``"per_replica"`` (data-parallel reduction, see below).
+        name, dtype: ``keras.losses.Loss`` arguments.
     """ + _LOSS_DOC.format(cls="MaskedMSE") + """
     Example:
     >>> loss = MaskedMSE(outputs_per_step=2)
@@ -444,11 +496,12 @@ class MaskedMSE(_MaskedLoss):
     """
 
     def __init__(self, outputs_per_step: int, packed: bool = False, name="masked_mse",
-                 reduction="sum_over_batch_size", dtype=None):
+                 reduction=DEFAULT_LOSS_REDUCTION, dtype=None):
         super().__init__(outputs_per_step, packed, name=name, reduction=reduction, dtype=dtype)
 
     def _loss(self, targets, outputs, lengths, mask):
-        return masked_mse(targets, outputs, lengths, outputs_per_step=self.outputs_per_step, mask=mask)
+        return masked_mse(targets, outputs, lengths, outputs_per_step=self.outputs_per_step, mask=mask,
+                          reduction=self.reduction)
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")
@@ -460,7 +513,8 @@ class MaskedSigmoidCrossEntropy(_MaskedLoss):
         pos_weight: positive-class weight (hparams ``cross_entropy_pos_weight``).
         count: ``"nonzero_loss"`` (seed: divide by the non-zero masked loss values) or ``"mask"``.
         packed: read lengths packed into ``y_true`` by :meth:`pack` (``(batch, time, 2)``).
-        name, reduction, dtype: ``keras.losses.Loss`` arguments.
+        reduction: ``"global"`` (default) or ``"per_replica"`` (data-parallel reduction, see below).
+        name, dtype: ``keras.losses.Loss`` arguments.
     """ + _LOSS_DOC.format(cls="MaskedSigmoidCrossEntropy") + """
     Example:
     >>> loss = MaskedSigmoidCrossEntropy(outputs_per_step=1)
@@ -471,14 +525,15 @@ class MaskedSigmoidCrossEntropy(_MaskedLoss):
     _target_rank = 2
 
     def __init__(self, outputs_per_step: int, pos_weight: float = 1.0, count: str = "nonzero_loss",
-                 packed: bool = False, name="masked_sigmoid_cross_entropy", reduction="sum_over_batch_size",
+                 packed: bool = False, name="masked_sigmoid_cross_entropy", reduction=DEFAULT_LOSS_REDUCTION,
                  dtype=None):
         super().__init__(outputs_per_step, packed, name=name, reduction=reduction, dtype=dtype)
         self.pos_weight, self.count = common.check_cross_entropy_options(pos_weight, count, "MaskedSigmoidCrossEntropy")
 
     def _loss(self, targets, outputs, lengths, mask):
         return masked_sigmoid_cross_entropy(targets, outputs, lengths, outputs_per_step=self.outputs_per_step,
-                                            mask=mask, pos_weight=self.pos_weight, count=self.count)
+                                            mask=mask, pos_weight=self.pos_weight, count=self.count,
+                                            reduction=self.reduction)
 
     def get_config(self):
         config = super().get_config()
@@ -496,7 +551,8 @@ class MaskedLinearLoss(_MaskedLoss):
         num_freq: hparams ``num_freq``; ``None`` takes the channel count of the targets.
         low_band_norm: ``"full_mask"`` (seed) or ``"low_band_mask"`` (corrected).
         packed: read lengths packed into ``y_true`` by :meth:`pack`.
-        name, reduction, dtype: ``keras.losses.Loss`` arguments.
+        reduction: ``"global"`` (default) or ``"per_replica"`` (data-parallel reduction, see below).
+        name, dtype: ``keras.losses.Loss`` arguments.
     """ + _LOSS_DOC.format(cls="MaskedLinearLoss") + """
     Example:
     >>> loss = MaskedLinearLoss(outputs_per_step=1, sample_rate=8000)
@@ -506,7 +562,7 @@ class MaskedLinearLoss(_MaskedLoss):
 
     def __init__(self, outputs_per_step: int, sample_rate: float, num_freq: int | None = None,
                  low_band_norm: str = "full_mask", packed: bool = False, name="masked_linear_loss",
-                 reduction="sum_over_batch_size", dtype=None):
+                 reduction=DEFAULT_LOSS_REDUCTION, dtype=None):
         super().__init__(outputs_per_step, packed, name=name, reduction=reduction, dtype=dtype)
         self.sample_rate, self.num_freq, self.low_band_norm = common.check_linear_loss_options(
             sample_rate, num_freq, low_band_norm, "MaskedLinearLoss")
@@ -514,7 +570,7 @@ class MaskedLinearLoss(_MaskedLoss):
     def _loss(self, targets, outputs, lengths, mask):
         return masked_linear_loss(targets, outputs, lengths, outputs_per_step=self.outputs_per_step, mask=mask,
                                   sample_rate=self.sample_rate, num_freq=self.num_freq,
-                                  low_band_norm=self.low_band_norm)
+                                  low_band_norm=self.low_band_norm, reduction=self.reduction)
 
     def get_config(self):
         config = super().get_config()

@@ -40,6 +40,8 @@ class Postnet(ConvStack):
             layer's scope becomes ``conv_layer_{last_layer_scope_index}_<tf1_scope>``.
         bn_position: ``"before"`` (seed) or ``"after"`` (Rayhane's later code).
         seed: optional int seed of the dropout noise (layer ``i`` uses ``seed + i``).
+        sync_batch_norm: bool; ``True`` synchronizes the batch statistics over ``tf.distribute`` replicas
+            (see :class:`~tf_layers.Conv1DBlock`); default ``False``, per-replica statistics.
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -65,9 +67,9 @@ class Postnet(ConvStack):
 
     def __init__(self, kernel_size: int = 5, channels: int = 512, num_layers: int = 5, drop_rate: float = 0.5,
                  activation="tanh", tf1_scope: str | None = None, last_layer_scope_index: int | None = None,
-                 bn_position: str = "before", seed: int | None = None, **kwargs):
+                 bn_position: str = "before", seed: int | None = None, sync_batch_norm: bool = False, **kwargs):
         super().__init__(kernel_size, channels, num_layers, drop_rate, activation, tf1_scope, bn_position, seed,
-                         **kwargs)
+                         sync_batch_norm, **kwargs)
         self.last_layer_scope_index = None if last_layer_scope_index is None else int(last_layer_scope_index)
         indices = postnet_scope_indices(self.num_layers, last_layer_scope_index)
         acts = [self.activation] * (self.num_layers - 1) + [None]

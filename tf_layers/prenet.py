@@ -43,6 +43,10 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: works frame by frame; padding needs no mask.
 
+    Deployment: SavedModel and XLA. LiteRT: TFLite builtins with ``drop_rate=0``; the always-on dropout
+    (``drop_rate > 0``) draws stateless random numbers, which need ``SELECT_TF_OPS``: the converted model runs
+    only in an interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> prenet = Prenet(layers_sizes=(256, 256), drop_rate=0.5, seed=1)
     >>> prenet(tf.zeros((2, 80))).shape

@@ -63,6 +63,10 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
 
     Masking: not mask-aware; every frame is used (utterances of a batch share a length, as upstream).
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (the LSTM loop's TensorList ops with
+    an unknown batch): the converted model runs only in an interpreter with the flex delegate (TensorFlow
+    kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> enc = SpeakerEncoder(mel_n_channels=40)
     >>> enc(tf.zeros((3, 50, 40))).shape

@@ -60,6 +60,10 @@ class TAC(TorchStateMixin, keras.layers.Layer):
 
     Masking: through ``valid_mics`` only; Keras masks are not used.
 
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
+    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> tac = TAC(64, hidden_dim=32)
     >>> tac(tf.zeros((2, 4, 64, 10, 3)), tf.constant([4, 2])).shape

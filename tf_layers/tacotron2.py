@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction, check_sync_batch_norm
 from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
 from speechblocks.tacotron2_schema import checkpoint_hparams
@@ -50,6 +51,14 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             (``tacotron2_hparams``); ``None`` is RTVC. Unused names are ignored; bad values raise ValueError.
         n_symbols: rows of the character embedding (default 66, the original symbol table).
         seed: optional int seed of every dropout/zoneout draw.
+        sync_batch_norm: bool (not an hparam of the original): under ``tf.distribute`` with several replicas, batch
+            statistics of the **global** batch in every batch norm (encoder convolutions, postnet, CBHG; Keras
+            ``BatchNormalization(synchronized=True)``); default False: each replica's own slice, as the original's
+            multi-GPU towers. Bit-identical in one process; TF1 names unchanged.
+        loss_reduction: ``"global"`` (default) or ``"per_replica"``: the ``reduction`` of :func:`tacotron2_loss` used
+            by ``fit``/``evaluate`` (:meth:`compute_loss`) under ``tf.distribute``. ``"global"`` with
+            ``sync_batch_norm=True``: a data-parallel step equals the single-process step on the global batch;
+            ``"per_replica"`` with ``sync_batch_norm=False``: the original's towers (mean of the towers' losses).
         **overrides: hparams by original name (and ``name``/``dtype``/``trainable`` of ``keras.Model``).
 
     Call arguments:
@@ -77,6 +86,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     ``progress`` callback) and :meth:`synthesize_batch` (a list of id sequences decoded in one batched loop; numpy
     results per sentence, each equal to the sentence synthesized alone).
 
+    Serving: :meth:`export_serving` writes free-running synthesis as a TensorFlow SavedModel (the decoder loop in the
+    graph; reloads with ``tf.saved_model.load``, no speechblocks code needed). Not for XLA (``jit_compile``): see
+    :class:`EncoderRNN` and :class:`Tacotron2Decoder`.
+
     Example:
     >>> model = Tacotron2("rtvc", tacotron_dropout_rate=0.0)
     >>> out = model(np.array([[10, 20, 30, 1]]), np.array([4]), speaker_embeddings=np.ones((1, 256), "float32"),
@@ -85,11 +98,15 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     TensorShape([1, 6, 80])
     """
 
-    def __init__(self, hparams=None, n_symbols: int | None = None, seed: int | None = None, **overrides):
+    def __init__(self, hparams=None, n_symbols: int | None = None, seed: int | None = None, *,
+                 sync_batch_norm: bool = False, loss_reduction: str = DEFAULT_LOSS_REDUCTION, **overrides):
         model_kwargs = {k: overrides.pop(k) for k in _MODEL_KWARGS if k in overrides}
         super().__init__(**model_kwargs)
         self.hparams: Tacotron2HParams = resolve_hparams(hparams, n_symbols, **overrides)
         self.seed = seed
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, "Tacotron2")
+        self.loss_reduction = check_loss_reduction(loss_reduction, "Tacotron2 (loss_reduction)")
+        sync = self.sync_batch_norm
         hp = self.hparams
         policy = self.dtype_policy
         sub = (lambda i: None) if seed is None else (lambda i: int(seed) + 10 * i)  # noqa: E731
@@ -98,7 +115,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         self.encoder_convolutions = EncoderConvolutions(
             hp.enc_conv_kernel_size, hp.enc_conv_channels, hp.enc_conv_num_layers, hp.tacotron_dropout_rate, "relu",
             tf1_scope="encoder_convolutions", bn_position=hp.batch_norm_position, seed=sub(1), dtype=policy,
-            name="encoder_convolutions")
+            name="encoder_convolutions", sync_batch_norm=sync)
         self.encoder_lstm = EncoderRNN(hp.encoder_lstm_units, hp.tacotron_zoneout_rate, tf1_scope="encoder_LSTM",
                                        seed=sub(2), dtype=policy, name="encoder_LSTM")
         self.decoder = Tacotron2Decoder(
@@ -108,7 +125,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             seed=sub(3), dtype=policy, name="decoder")
         self.postnet = Postnet(hp.postnet_kernel_size, hp.postnet_channels, hp.postnet_num_layers,
                                hp.tacotron_dropout_rate, "tanh", tf1_scope="postnet_convolutions",
-                               bn_position=hp.batch_norm_position, seed=sub(4), dtype=policy, name="postnet_convolutions")
+                               bn_position=hp.batch_norm_position, seed=sub(4), dtype=policy, name="postnet_convolutions",
+                               sync_batch_norm=sync)
         self.postnet_projection = FrameProjection(hp.num_mels, tf1_scope="postnet_projection", dtype=policy,
                                                   name="postnet_projection")
         self.post_cbhg = self.linear_projection = None
@@ -117,7 +135,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                                   [hp.cbhg_projection, hp.num_mels], hp.cbhg_projection_kernel_size,
                                   hp.cbhg_highwaynet_layers, hp.cbhg_highway_units, hp.cbhg_rnn_units,
                                   tf1_scope="CBHG_postnet", bn_position=hp.batch_norm_position, dtype=policy,
-                                  name="CBHG_postnet")
+                                  name="CBHG_postnet", sync_batch_norm=sync)
             self.linear_projection = FrameProjection(hp.num_freq, tf1_scope="cbhg_linear_specs_projection",
                                                      dtype=policy, name="cbhg_linear_specs_projection")
         self._build_all()
@@ -142,7 +160,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-                "hparams": self.hparams.to_dict(), "n_symbols": self.hparams.n_symbols, "seed": self.seed}
+                "hparams": self.hparams.to_dict(), "n_symbols": self.hparams.n_symbols, "seed": self.seed,
+                "sync_batch_norm": self.sync_batch_norm, "loss_reduction": self.loss_reduction}
 
     @classmethod
     def from_config(cls, config):
@@ -377,6 +396,56 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                                 **out, stopped=bool(stopped[k])))
         return results
 
+    def export_serving(self, filepath, max_iters: int | None = None, verbose: bool = False) -> str:
+        """Exports free-running synthesis as a TensorFlow SavedModel for serving (Keras ``ExportArchive``).
+
+        The endpoint ``serve`` (also the ``serving_default`` signature) takes ``inputs`` int32 ``(batch, T_in)``,
+        ``input_lengths`` int32 ``(batch,)`` and, exactly when the model has one, ``speaker_embeddings`` float32
+        ``(batch, speaker_embedding_size)`` -- batch and time unknown -- and returns a dict of ``mel_outputs``
+        ``(batch, steps * r, num_mels)``, ``alignments`` ``(batch, T_in, steps)`` and ``stop_token_prediction``
+        ``(batch, steps * r)`` (probabilities): the model's inference call, the whole decoder loop (``tf.while_loop``
+        with the original stop rule) inside the graph. The reloaded model needs TensorFlow only::
+
+            served = tf.saved_model.load(path)
+            out = served.serve(inputs=ids, input_lengths=lengths, speaker_embeddings=spk)
+
+        The prenet dropout is always on, as in the original: export a model built with
+        ``tacotron_dropout_rate=0`` for deterministic synthesis (the graph then equals :meth:`synthesize`).
+
+        Args:
+            filepath: the SavedModel directory to write.
+            max_iters: decoder step cap baked into the graph (``>= 1``); default ``hparams.max_iters``.
+            verbose: print Keras' export summary.
+
+        Returns:
+            ``filepath``.
+        """
+        hp = self.hparams
+        limit = hp.max_iters if max_iters is None else max_iters
+        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
+            raise ValueError(f"Tacotron2.export_serving: argument `max_iters` must be an integer >= 1; "
+                             f"got {max_iters!r}.")
+        limit = int(limit)
+        keys = ("mel_outputs", "alignments", "stop_token_prediction")
+        specs = [tf.TensorSpec([None, None], tf.int32, name="inputs"),
+                 tf.TensorSpec([None], tf.int32, name="input_lengths")]
+        if hp.speaker_embedding_size:
+            specs.append(tf.TensorSpec([None, hp.speaker_embedding_size], tf.float32, name="speaker_embeddings"))
+
+            def serve(inputs, input_lengths, speaker_embeddings):
+                out = self(inputs, input_lengths, speaker_embeddings, max_iters=limit, training=False)
+                return {k: out[k] for k in keys}
+        else:
+            def serve(inputs, input_lengths):
+                out = self(inputs, input_lengths, max_iters=limit, training=False)
+                return {k: out[k] for k in keys}
+
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        archive.add_endpoint("serve", serve, input_signature=specs)
+        archive.write_out(os.fspath(filepath), verbose=verbose)
+        return filepath
+
     def _cached_function(self, key, body, progress=False, stop_each=False, signature=None):
         """``tf.function(body)`` cached under ``key`` (with ``signature``, else ``reduce_retracing``); with
         ``progress``/``stop_each`` the free-running decoder loop traced in it reports each step to
@@ -427,7 +496,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         """The original ``add_loss`` for ``fit``: ``y`` is a dict with ``mel_targets``, ``stop_token_targets``,
         ``targets_lengths`` (and ``linear_targets`` for Rayhane's ``predict_linear``). ``evaluate`` runs the
         teacher-forced inference pass (GTA, ``max_iters`` caps it) and recovers the stop logits from the
-        probabilities (exact up to the 1e-7 clipping of saturated probabilities)."""
+        probabilities (exact up to the 1e-7 clipping of saturated probabilities). Under ``tf.distribute`` the loss is
+        each replica's share by ``loss_reduction`` (see :func:`tacotron2_loss`), as ``fit`` sums the gradients."""
         if not isinstance(y, dict):
             raise ValueError("Tacotron2.fit: targets `y` must be a dict with keys 'mel_targets', 'stop_token_targets', "
                              "'targets_lengths' (and 'linear_targets' for Rayhane's predict_linear).")
@@ -435,7 +505,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             p = tf.clip_by_value(tf.cast(y_pred["stop_token_prediction"], tf.float32), 1e-7, 1 - 1e-7)
             y_pred = dict(y_pred, stop_token_prediction=tf.math.log(p) - tf.math.log1p(-p))
         losses = tacotron2_loss(self, y_pred, y["mel_targets"], y["stop_token_targets"], y.get("targets_lengths"),
-                                y.get("linear_targets"))
+                                y.get("linear_targets"), reduction=self.loss_reduction)
         return losses["loss"]
 
     def tf1_loss_and_gradients(self, inputs, input_lengths, mel_targets, stop_token_targets, targets_lengths,

@@ -80,6 +80,12 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: ``memory_lengths`` masks the attention (``mask_encoder``); decoder padding is the loss's business.
 
+    Deployment: exports as a SavedModel (unknown batch and time, the decoder loop inside the graph). Not for XLA:
+    the free-running loop collects its steps in dynamic-size ``TensorArray`` s, which ``jit_compile=True`` returns
+    empty (zero steps, no error). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList ops, a new-axis
+    ``StridedSlice``): the converted model runs only in an interpreter with the flex delegate (TensorFlow
+    kernels), not in ``ai_edge_litert``'s.
+
     Example:
     >>> dec = Tacotron2Decoder(num_mels=4, outputs_per_step=2, prenet_layers=(8,), decoder_layers=1,
     ...                        decoder_lstm_units=8, attention_dim=4, attention_filters=2, attention_kernel=3,

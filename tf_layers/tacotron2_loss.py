@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction
 from speechblocks.tacotron2_schema import is_regularized
 
+from ._distribute import distributed_mean, distributed_share, replica_context
 from .masked_losses import masked_linear_loss, masked_mse, masked_sigmoid_cross_entropy
 
 
@@ -12,7 +14,15 @@ def _f32(x):
     return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
 
 
-def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_lengths=None, linear_targets=None):
+def _mean(x, reduction):
+    """``tf.reduce_mean(x)``; inside a replica of several its ``reduction`` over the replicas (sum / count)."""
+    if replica_context()[0] is None:
+        return tf.reduce_mean(x)
+    return distributed_mean(tf.reduce_sum(x), tf.cast(tf.size(x), x.dtype), reduction)
+
+
+def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_lengths=None, linear_targets=None, *,
+                   reduction: str = DEFAULT_LOSS_REDUCTION):
     """The losses of the original ``add_loss`` (computed in float32, or float64 for a float64 model).
 
     * ``mask_decoder``: masked MSE before/after the postnet, masked weighted sigmoid cross-entropy of the stop
@@ -27,6 +37,19 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
       ``reg_weight`` scaled by ``1 / (2 max_abs_value)`` (symmetric mels) or ``1 / max_abs_value`` when
       ``tacotron_scale_regularization``.
 
+    Data-parallel training (inside a replica of a ``tf.distribute`` strategy with several replicas, e.g. ``fit``
+    under ``MirroredStrategy``/``MultiWorkerMirroredStrategy``) -- every term is the replica's **share**, the shares
+    summing to the loss (``strategy.reduce("SUM", ...)``), as ``tf.distribute`` sums the replicas' gradients:
+
+    * ``reduction="global"`` (default): the loss of the global batch -- masked terms ``sum_local / count_global``
+      (counts all-reduced, see :func:`~tf_layers.masked_mse`), plain means ``sum_local / size_global``, the
+      regularization divided by the number of replicas. With ``sync_batch_norm=True`` in the model, a step then
+      equals the single-process step on the whole batch.
+    * ``reduction="per_replica"``: each replica's own loss divided by the number of replicas -- the mean of the
+      replicas' losses, the original TF1 multi-GPU towers (with per-tower batch norm, ``sync_batch_norm=False``).
+
+    In one process both give the single-process values bit for bit.
+
     Args:
         model: the :class:`~tf_layers.Tacotron2` that produced ``outputs``.
         outputs: its training-mode output dict (``stop_token_prediction`` holds logits).
@@ -34,10 +57,12 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
         stop_token_targets: ``(batch, steps * r)``.
         targets_lengths: ``(batch,)`` int, needed with ``mask_decoder``.
         linear_targets: ``(batch, steps * r, num_freq)``, needed for Rayhane's linear loss.
+        reduction: ``"global"`` (default) or ``"per_replica"``: the reduction over data-parallel replicas.
 
     Returns:
         dict of scalars ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss, loss``.
     """
+    reduction = check_loss_reduction(reduction, "tacotron2_loss")
     hp = model.hparams
     r = hp.outputs_per_step
     decoder_outputs = _f32(outputs["decoder_outputs"])
@@ -60,28 +85,29 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
     if hp.mask_decoder:
         if targets_lengths is None:
             raise ValueError("tacotron2_loss: argument `targets_lengths` (batch,) is needed with mask_decoder=True.")
-        before = masked_mse(mel_targets, decoder_outputs, targets_lengths, outputs_per_step=r)
-        after = masked_mse(mel_targets, mel_outputs, targets_lengths, outputs_per_step=r)
+        before = masked_mse(mel_targets, decoder_outputs, targets_lengths, outputs_per_step=r, reduction=reduction)
+        after = masked_mse(mel_targets, mel_outputs, targets_lengths, outputs_per_step=r, reduction=reduction)
         stop = masked_sigmoid_cross_entropy(stop_token_targets, stop_logits, targets_lengths, outputs_per_step=r,
-                                            pos_weight=hp.cross_entropy_pos_weight)
+                                            pos_weight=hp.cross_entropy_pos_weight, reduction=reduction)
         linear = (masked_linear_loss(linear_targets, linear_outputs, targets_lengths, outputs_per_step=r,
-                                     sample_rate=hp.sample_rate, num_freq=hp.num_freq) if rayhane_linear else zero)
+                                     sample_rate=hp.sample_rate, num_freq=hp.num_freq, reduction=reduction)
+                  if rayhane_linear else zero)
     else:
-        before = tf.reduce_mean(tf.square(mel_targets - decoder_outputs))
-        after = tf.reduce_mean(tf.square(mel_targets - mel_outputs))
-        stop = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=stop_token_targets, logits=stop_logits))
+        before = _mean(tf.square(mel_targets - decoder_outputs), reduction)
+        after = _mean(tf.square(mel_targets - mel_outputs), reduction)
+        stop = _mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=stop_token_targets, logits=stop_logits), reduction)
         if hp.variant == "rtvc":
-            linear = tf.reduce_mean(tf.abs(mel_targets - decoder_outputs))
+            linear = _mean(tf.abs(mel_targets - decoder_outputs), reduction)
         elif rayhane_linear:
             l1 = tf.abs(linear_targets - linear_outputs)
             n_priority = int(2000 / (hp.sample_rate * 0.5) * hp.num_freq)
-            linear = 0.5 * tf.reduce_mean(l1) + 0.5 * tf.reduce_mean(l1[:, :, :n_priority])
+            linear = 0.5 * _mean(l1, reduction) + 0.5 * _mean(l1[:, :, :n_priority], reduction)
         else:
             linear = zero
     before, after, stop, linear = (tf.cast(x, dtype) for x in (before, after, stop, linear))
     terms = [tf.reduce_sum(tf.square(tf.cast(v, dtype))) / 2 for name, v in model.tf1_trainable_variables().items()
              if is_regularized(name)]
-    regularization = tf.cast(hp.reg_weight, dtype) * (tf.add_n(terms) if terms else zero)
+    regularization = distributed_share(tf.cast(hp.reg_weight, dtype) * (tf.add_n(terms) if terms else zero))
     loss = before + after + stop + regularization + linear
     return dict(before_loss=before, after_loss=after, stop_token_loss=stop, linear_loss=linear,
                 regularization_loss=regularization, loss=loss)

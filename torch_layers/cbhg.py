@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechblocks.cbhg import check_cbhg_arguments
+from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
 
 from ._functional import tf_same_padding
@@ -57,6 +58,8 @@ class CBHG(TF1WeightsMixin, nn.Module):
             ``bidirectional_rnn/{fw,bw}/<scope>_{forward,backward}_RNN/{gates,candidate}/{kernel,bias}``).
         bn_position: ``"before"`` (seed: conv -> batch norm -> activation) or ``"after"`` (Rayhane's
             ``batch_norm_position='after'``: conv -> activation -> batch norm) for the bank and both projections.
+        sync_batch_norm: batch statistics of the global batch under ``DistributedDataParallel`` (see
+            :class:`~torch_layers.tf_batch_norm.TFBatchNorm`); default False: each rank's own batch.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -70,7 +73,8 @@ class CBHG(TF1WeightsMixin, nn.Module):
 
     def __init__(self, input_size: int, K: int, conv_channels: int, pool_size: int, projections: Sequence[int],
                  projection_kernel_size: int, n_highwaynet_layers: int, highway_units: int, rnn_units: int,
-                 tf1_scope: Optional[str] = None, bn_position: str = "before", device=None, dtype=None):
+                 tf1_scope: Optional[str] = None, bn_position: str = "before", sync_batch_norm: bool = False,
+                 device=None, dtype=None):
         super().__init__()
         projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
                                            n_highwaynet_layers, highway_units, rnn_units, bn_position, input_size)
@@ -86,12 +90,14 @@ class CBHG(TF1WeightsMixin, nn.Module):
         self.rnn_units = rnn_units
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.bn_position = bn_position
+        self.sync_batch_norm = sync = check_sync_batch_norm(sync_batch_norm, "CBHG")
         self.conv_bank = nn.ModuleList([Conv1DBlock(input_size, k, conv_channels, "relu", 0.0, bn_position,
-                                                    tf1_scope=f"conv1d_{k}", **factory) for k in range(1, K + 1)])
+                                                    tf1_scope=f"conv1d_{k}", sync_batch_norm=sync, **factory)
+                                        for k in range(1, K + 1)])
         self.proj1 = Conv1DBlock(K * conv_channels, projection_kernel_size, projections[0], "relu", 0.0, bn_position,
-                                 tf1_scope="proj1", **factory)
+                                 tf1_scope="proj1", sync_batch_norm=sync, **factory)
         self.proj2 = Conv1DBlock(projections[0], projection_kernel_size, projections[1], None, 0.0, bn_position,
-                                 tf1_scope="proj2", **factory)
+                                 tf1_scope="proj2", sync_batch_norm=sync, **factory)
         self.has_dense = projections[1] != highway_units
         self.dense = nn.Linear(input_size, highway_units, **factory) if self.has_dense else nn.Identity()
         self.highwaynets = nn.ModuleList([HighwayNet(highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),

@@ -45,6 +45,13 @@ class ContrastiveLoss(nn.Module):
     both are None, drawing exactly as upstream); ``negative_indices`` and ``gumbel_noise`` replace the draws.
     After each call ``self.negative_indices`` holds the indices used.
 
+    ``DistributedDataParallel``: the loss is a sum over the rank's targets times ``multiplier / batch`` (the
+    rank's batch), so with equal batches on every rank DDP's gradient average equals the single-process
+    gradient on the global batch when the distractors agree -- same-utterance sampling draws from each
+    utterance's own steps, as one process does (inject ``negative_indices`` to reproduce a single-process run). Batch-wide sampling draws from the rank's
+    own batch (a smaller pool than one process's), and quantized targets' perplexity term is the rank's own
+    (each rank's codebook usage), as upstream under DDP.
+
     Args:
         in_dim: spectrogram channels ``D``.
         proj_dim: channels of the decoder outputs (and of the projected / quantized targets).

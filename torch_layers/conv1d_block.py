@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechblocks.arguments import check_bn_position, check_drop_rate
+from speechblocks.distributed import check_sync_batch_norm
 
 from . import activations
 from ._functional import pad_time_same, tf1_dropout
@@ -31,6 +32,8 @@ class Conv1DBlock(TF1WeightsMixin, nn.Module):
         drop_rate: dropout rate in [0, 1), applied in training.
         bn_position: ``"before"`` (seed) or ``"after"``.
         tf1_scope: TF1 scope of the block.
+        sync_batch_norm: batch statistics of the global batch under ``DistributedDataParallel`` (see
+            :class:`~torch_layers.tf_batch_norm.TFBatchNorm`); default False: each rank's own batch.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -44,7 +47,7 @@ class Conv1DBlock(TF1WeightsMixin, nn.Module):
 
     def __init__(self, in_channels: int, kernel_size: int, channels: int, activation: Optional[str] = "relu",
                  drop_rate: float = 0.0, bn_position: str = "before", tf1_scope: Optional[str] = None,
-                 device=None, dtype=None):
+                 sync_batch_norm: bool = False, device=None, dtype=None):
         super().__init__()
         if kernel_size < 1 or channels < 1 or in_channels < 1:
             raise ValueError(f"Conv1DBlock: `in_channels`, `kernel_size` and `channels` must be >= 1; got "
@@ -60,7 +63,9 @@ class Conv1DBlock(TF1WeightsMixin, nn.Module):
         self.bn_position = bn_position
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.conv = nn.Conv1d(in_channels, channels, kernel_size, device=device, dtype=dtype)
-        self.batch_norm = TFBatchNorm(channels, device=device, dtype=dtype)
+        self.batch_norm = TFBatchNorm(channels, sync_batch_norm=check_sync_batch_norm(sync_batch_norm, "Conv1DBlock"),
+                                      device=device, dtype=dtype)
+        self.sync_batch_norm = self.batch_norm.sync_batch_norm
         self._shape_doc = f"(batch, time, {in_channels})"
 
     def forward(self, inputs: torch.Tensor, dropout_mask: Optional[torch.Tensor] = None) -> torch.Tensor:

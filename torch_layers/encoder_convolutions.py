@@ -9,6 +9,7 @@ from torch import nn
 
 from speechblocks.arguments import check_bn_position, check_drop_rate
 from speechblocks.block_hparams import conv_stack_hparams, hparam
+from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.tf1_names import conv_layer_scope, scoped_tf1_variables
 
 from ._validation import activation_name, check_float_tensor, check_positive_int
@@ -34,7 +35,8 @@ class ConvStack(TF1WeightsMixin, nn.Module):
         return cls(hparam(hp, input_name) if in_channels is None else in_channels, **config)
 
     def _init_stack(self, in_channels: int, kernel_size: int, channels: int, num_layers: int, drop_rate: float,
-                    bn_position: str, layer_specs: Sequence[tuple[int, Optional[str]]], device, dtype) -> None:
+                    bn_position: str, layer_specs: Sequence[tuple[int, Optional[str]]], device, dtype,
+                    sync_batch_norm: bool = False) -> None:
         label = self.block_label
         self._label = label  # instance attribute: TorchScript does not see class attributes
         self.in_channels = check_positive_int(in_channels, "in_channels", label)
@@ -45,10 +47,12 @@ class ConvStack(TF1WeightsMixin, nn.Module):
         check_bn_position(bn_position, label)
         self.drop_rate = float(drop_rate)
         self.bn_position = bn_position
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, label)
         blocks = []
         for i, (index, act) in enumerate(layer_specs):
             blocks.append(Conv1DBlock(in_channels if i == 0 else channels, kernel_size, channels, act, drop_rate,
-                                      bn_position, conv_layer_scope(index, self.tf1_scope), device=device, dtype=dtype))
+                                      bn_position, conv_layer_scope(index, self.tf1_scope),
+                                      sync_batch_norm=self.sync_batch_norm, device=device, dtype=dtype))
         self.blocks = nn.ModuleList(blocks)
         self._shape_doc = f"(batch, time, {in_channels})"
 
@@ -100,6 +104,8 @@ class EncoderConvolutions(ConvStack):
         activation: ``"relu"`` (default), ``"tanh"``, ``"sigmoid"``, ``"linear"`` or ``None``.
         tf1_scope: TF1 scope; ``None`` -> ``"enc_conv_layers"`` (Rayhane: ``"encoder_convolutions"``).
         bn_position: ``"before"`` (seed) or ``"after"`` (Rayhane's later code).
+        sync_batch_norm: batch statistics of the global batch under ``DistributedDataParallel`` (see
+            :class:`~torch_layers.tf_batch_norm.TFBatchNorm`); default False: each rank's own batch.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -115,10 +121,10 @@ class EncoderConvolutions(ConvStack):
 
     def __init__(self, in_channels: int, kernel_size: int = 5, channels: int = 512, num_layers: int = 3,
                  drop_rate: float = 0.5, activation: Optional[str] = "relu", tf1_scope: Optional[str] = None,
-                 bn_position: str = "before", device=None, dtype=None):
+                 bn_position: str = "before", sync_batch_norm: bool = False, device=None, dtype=None):
         super().__init__()
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.activation = activation_name(activation, self.block_label)
         n = check_positive_int(num_layers, "num_layers", self.block_label)
         self._init_stack(in_channels, kernel_size, channels, n, drop_rate, bn_position,
-                         [(i + 1, self.activation) for i in range(n)], device, dtype)
+                         [(i + 1, self.activation) for i in range(n)], device, dtype, sync_batch_norm)

@@ -4,6 +4,25 @@ Functions with the seed's arguments (``masked_mse`` ...) and ``nn.Module`` losse
 Every loss computes in float32 (float64 when an input is float64), whatever the input dtype, so the
 float16/bfloat16 outputs of autocast regions neither overflow nor lose the sum. The modules (and
 ``sequence_mask``) are TorchScript-able; the keyword-only functions call the same scripted code.
+
+Data-parallel training (``DistributedDataParallel``; see :mod:`torch_layers.distributed`): every loss takes
+``reduction=`` -- how it reduces over the ranks of an initialised ``torch.distributed`` process group with more
+than one rank:
+
+* ``"global"`` (default): the loss of the **global** batch, on every rank. The numerators and the counts
+  (valid elements, or non-zero masked loss values) of every rank are gathered with gradients and summed in
+  rank order, so every rank returns the same value, the one a single process computes on the global batch
+  (to float rounding), whatever number of valid frames each rank holds. Each rank's gradient is
+  ``world_size`` times its share of the global gradient, which DDP's gradient average divides away: the
+  DDP step equals the single-process step on the global batch.
+* ``"per_replica"``: each rank's own masked mean; DDP's average then gives the gradient of the mean of the
+  ranks' losses -- the original TF1 multi-GPU towers.
+
+Without a process group (or with one rank) both compute exactly the single-process value, bit for bit; a
+TorchScript-compiled loss always reduces locally. With more than one rank the time axis of ``targets`` may be
+longer than the rank's ``max(targets_lengths)`` rounded up to ``r`` (the rank's slice of a batch padded to its
+longest target): it must be a multiple of ``r`` that holds every length. Every rank must call the loss (the
+gather is a collective).
 """
 from __future__ import annotations
 
@@ -14,9 +33,11 @@ from torch import nn
 
 # common: the framework-free part (options, checks, message texts), shared with the other framework's twin
 from speechblocks import masked_losses as common
+from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction
 from speechblocks.masked_losses import priority_frequencies
 
 from ._validation import check_float_tensor, check_lengths
+from .distributed import on_one_of_several_ranks, sum_over_ranks
 
 __all__ = [
     "masked_mse",
@@ -70,9 +91,39 @@ def _targets_outputs(targets: torch.Tensor, outputs: torch.Tensor, block: str, r
     return targets.to(dtype), outputs.to(dtype)
 
 
+# -- data-parallel reduction ---------------------------------------------------------------------------------
+# (eager only: a TorchScript-compiled loss never takes these branches, `torch.jit.is_scripting()` guards them)
+def _sharded() -> bool:
+    """Whether the loss runs on one rank of several (eager mode with an initialised process group)."""
+    if torch.jit.is_scripting():
+        return False
+    return on_one_of_several_ranks()
+
+
+def _ratios(numerators: list[torch.Tensor], denominators: list[torch.Tensor], reduction: str) -> list[torch.Tensor]:
+    """``numerators[i] / denominators[i]`` (0 where a denominator is 0) -- of the global batch when
+    ``reduction == "global"`` on one rank of several (both summed over the ranks by one gather), else local."""
+    if reduction == "global" and _sharded():
+        n = len(numerators)
+        # summed over the ranks in rank order (identical on every rank), gradients flowing back to every rank
+        summed = sum_over_ranks(torch.stack(numerators + denominators)).unbind(0)
+        numerators, denominators = summed[:n], summed[n:]
+    return [_div_no_nan(a, b) for a, b in zip(numerators, denominators)]
+
+
+def replica_not_padded_message(block: str, r: int, shape_doc: str) -> str:
+    """On one rank of several: the time axis is not a multiple of ``r`` (the caller appends ``"; got ..."``)."""
+    return (block + ": argument `targets`: inside a data-parallel replica the time axis of `targets` " + shape_doc
+            + " must be a multiple of outputs_per_step=" + str(r) + " holding every length (a slice of a batch padded "
+            "to its longest target)")
+
+
 def _mask_from_lengths(lengths: Optional[torch.Tensor], targets: torch.Tensor, r: int, block: str,
                        shape_doc: str) -> torch.Tensor:
-    """The seed's ``sequence_mask(lengths, r)`` over ``targets``' time axis ``(batch, time)``, with its checks."""
+    """The seed's ``sequence_mask(lengths, r)`` over ``targets``' time axis ``(batch, time)``, with its checks.
+
+    In one process the time axis must be ``max(lengths)`` rounded up to ``r`` (TF1's assertion); on one rank of
+    several (a slice of a global batch) any multiple of ``r`` that holds every length."""
     if lengths is None:
         raise ValueError(common.lengths_required_message(block))
     longest = checked_lengths(lengths, "targets_lengths", block, targets.shape[0])
@@ -81,7 +132,11 @@ def _mask_from_lengths(lengths: Optional[torch.Tensor], targets: torch.Tensor, r
         raise ValueError(common.length_too_long_message(block, shape_doc) + "; got max length " + str(longest)
                          + " for time " + str(time) + ".")
     padded = round_up(longest, r)
-    if padded != time:
+    if _sharded():
+        if time % r != 0:
+            raise ValueError(replica_not_padded_message(block, r, shape_doc) + "; got max length " + str(longest)
+                             + " -> " + str(padded) + " frames for time " + str(time) + ".")
+    elif padded != time:
         raise ValueError(common.not_padded_message(block, r, shape_doc) + "; got max length " + str(longest) + " -> "
                          + str(padded) + " frames for time " + str(time) + ".")
     steps = torch.arange(time, device=targets.device)
@@ -138,7 +193,8 @@ def _count_nonzero_ftz(x: torch.Tensor) -> torch.Tensor:
 # -- functions -----------------------------------------------------------------------------------------
 
 def masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None, *,
-               outputs_per_step: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+               outputs_per_step: int, mask: Optional[torch.Tensor] = None,
+               reduction: str = DEFAULT_LOSS_REDUCTION) -> torch.Tensor:
     """Masked mean squared error of TF1 Tacotron-2 (``MaskedMSE`` of the seed).
 
     ``tf.compat.v1.losses.mean_squared_error(weights=mask)`` with reduction ``SUM_BY_NONZERO_WEIGHTS``:
@@ -153,6 +209,8 @@ def masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Op
         targets_lengths: ``(batch,)`` integer tensor, 0 <= length <= time; ignored when ``mask`` is given.
         outputs_per_step: int >= 1, the decoder's ``r``.
         mask: optional ``(batch, time)``, ``(batch, time, 1)`` or ``(batch, time, channels)`` weights.
+        reduction: ``"global"`` (default: the loss of the global batch under ``DistributedDataParallel``) or
+            ``"per_replica"`` (each rank's own mean); see the module docstring. No effect in one process.
 
     Returns:
         scalar tensor, float32 (float64 when an input is float64), computed in that dtype.
@@ -161,24 +219,25 @@ def masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Op
         ValueError: wrong rank/shape/dtype, ``outputs_per_step < 1``, a negative length, a length longer than
             the time axis, or a time axis other than the padded maximum length.
     """
-    return _masked_mse(targets, outputs, targets_lengths, outputs_per_step, mask)
+    reduction = check_loss_reduction(reduction, "masked_mse")
+    return _masked_mse(targets, outputs, targets_lengths, outputs_per_step, mask, reduction)
 
 
 def _masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor],
-                outputs_per_step: int, mask: Optional[torch.Tensor]) -> torch.Tensor:
+                outputs_per_step: int, mask: Optional[torch.Tensor], reduction: str = "global") -> torch.Tensor:
     block = "masked_mse"
     doc = "(batch, time, channels)"
     targets, outputs = _targets_outputs(targets, outputs, block, 3, doc)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     weights = m.expand(targets.shape)
     total = (weights * (outputs - targets) ** 2).sum()
-    return _div_no_nan(total, (weights != 0).sum().to(targets.dtype))
+    return _ratios([total], [(weights != 0).sum().to(targets.dtype)], reduction)[0]
 
 
 def masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
                                  targets_lengths: Optional[torch.Tensor] = None, *, outputs_per_step: int,
                                  mask: Optional[torch.Tensor] = None, pos_weight: float = 1.0,
-                                 count: str = "nonzero_loss") -> torch.Tensor:
+                                 count: str = "nonzero_loss", reduction: str = DEFAULT_LOSS_REDUCTION) -> torch.Tensor:
     """Masked weighted sigmoid cross-entropy of TF1 Tacotron-2 (``MaskedSigmoidCrossEntropy``, stop token).
 
     Per element the stable form of ``tf.nn.weighted_cross_entropy_with_logits``,
@@ -198,16 +257,21 @@ def masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
         mask: optional ``(batch, time)`` weights.
         pos_weight: positive-class weight (hparams ``cross_entropy_pos_weight``).
         count: ``"nonzero_loss"`` (seed) or ``"mask"``.
+        reduction: ``"global"`` (default: count and sum over the global batch under ``DistributedDataParallel``)
+            or ``"per_replica"``; see the module docstring. No effect in one process.
 
     Returns:
         scalar tensor, float32 (float64 for float64 input).
     """
-    return _masked_sigmoid_cross_entropy(targets, outputs, targets_lengths, outputs_per_step, mask, pos_weight, count)
+    reduction = check_loss_reduction(reduction, "masked_sigmoid_cross_entropy")
+    return _masked_sigmoid_cross_entropy(targets, outputs, targets_lengths, outputs_per_step, mask, pos_weight, count,
+                                         reduction)
 
 
 def _masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
                                   targets_lengths: Optional[torch.Tensor], outputs_per_step: int,
-                                  mask: Optional[torch.Tensor], pos_weight: float, count: str) -> torch.Tensor:
+                                  mask: Optional[torch.Tensor], pos_weight: float, count: str,
+                                  reduction: str = "global") -> torch.Tensor:
     block = "masked_sigmoid_cross_entropy"
     doc = "(batch, time)"
     if count != "nonzero_loss" and count != "mask":
@@ -226,12 +290,13 @@ def _masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
         n = _count_nonzero_ftz(masked)
     else:
         n = (m != 0).sum().to(targets.dtype)
-    return _div_no_nan(masked.sum(), n)
+    return _ratios([masked.sum()], [n], reduction)[0]
 
 
 def masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,
                        *, outputs_per_step: int, sample_rate: float, mask: Optional[torch.Tensor] = None,
-                       num_freq: Optional[int] = None, low_band_norm: str = "full_mask") -> torch.Tensor:
+                       num_freq: Optional[int] = None, low_band_norm: str = "full_mask",
+                       reduction: str = DEFAULT_LOSS_REDUCTION) -> torch.Tensor:
     """Masked L1 loss of TF1 Tacotron-2 with priority to frequencies below 2 kHz (``MaskedLinearLoss``).
 
     ``n = int(2000 / (sample_rate * 0.5) * num_freq)``; with ``m`` the mask broadcast to every bin:
@@ -250,17 +315,20 @@ def masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_len
         mask: optional ``(batch, time)``, ``(batch, time, 1)`` or ``(batch, time, channels)`` weights.
         num_freq: hparams ``num_freq``; ``None`` takes ``targets.shape[-1]``.
         low_band_norm: ``"full_mask"`` (seed) or ``"low_band_mask"``.
+        reduction: ``"global"`` (default: both sums and mask sums over the global batch under
+            ``DistributedDataParallel``) or ``"per_replica"``; see the module docstring. No effect in one process.
 
     Returns:
         scalar tensor, float32 (float64 for float64 input).
     """
+    reduction = check_loss_reduction(reduction, "masked_linear_loss")
     return _masked_linear_loss(targets, outputs, targets_lengths, outputs_per_step, sample_rate, mask, num_freq,
-                               low_band_norm)
+                               low_band_norm, reduction)
 
 
 def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor],
                         outputs_per_step: int, sample_rate: float, mask: Optional[torch.Tensor],
-                        num_freq: Optional[int], low_band_norm: str) -> torch.Tensor:
+                        num_freq: Optional[int], low_band_norm: str, reduction: str = "global") -> torch.Tensor:
     block = "masked_linear_loss"
     doc = "(batch, time, num_freq)"
     if low_band_norm != "full_mask" and low_band_norm != "low_band_mask":
@@ -282,8 +350,8 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
         low_denominator = denominator
     else:
         low_denominator = weights[:, :, :low].sum()
-    mean_l1 = _div_no_nan(masked_l1.sum(), denominator)
-    mean_l1_low = _div_no_nan(masked_l1[:, :, :low].sum(), low_denominator)
+    mean_l1, mean_l1_low = _ratios([masked_l1.sum(), masked_l1[:, :, :low].sum()], [denominator, low_denominator],
+                                   reduction)
     return 0.5 * mean_l1 + 0.5 * mean_l1_low
 
 
@@ -294,6 +362,8 @@ class MaskedMSE(nn.Module):
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
+        reduction: ``"global"`` (default) or ``"per_replica"``: how the loss reduces over the ranks of a
+            ``DistributedDataParallel`` run (see the module docstring; no effect in one process).
         device: factory keyword (the loss has no parameters; accepted for uniformity).
         dtype: factory keyword (likewise).
 
@@ -303,9 +373,10 @@ class MaskedMSE(nn.Module):
         1.0
     """
 
-    def __init__(self, outputs_per_step: int, device=None, dtype=None):
+    def __init__(self, outputs_per_step: int, reduction: str = DEFAULT_LOSS_REDUCTION, device=None, dtype=None):
         super().__init__()
         self.outputs_per_step = check_outputs_per_step(int(outputs_per_step), "outputs_per_step", "MaskedMSE")
+        self.reduction = check_loss_reduction(reduction, "MaskedMSE")
 
     def forward(self, targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -319,10 +390,10 @@ class MaskedMSE(nn.Module):
         Returns:
             scalar loss (float32, or float64 for float64 input).
         """
-        return _masked_mse(targets, outputs, targets_lengths, self.outputs_per_step, mask)
+        return _masked_mse(targets, outputs, targets_lengths, self.outputs_per_step, mask, self.reduction)
 
     def extra_repr(self) -> str:
-        return f"outputs_per_step={self.outputs_per_step}"
+        return f"outputs_per_step={self.outputs_per_step}, reduction={self.reduction!r}"
 
 
 class MaskedSigmoidCrossEntropy(nn.Module):
@@ -332,6 +403,7 @@ class MaskedSigmoidCrossEntropy(nn.Module):
         outputs_per_step: int >= 1.
         pos_weight: positive-class weight (hparams ``cross_entropy_pos_weight``).
         count: ``"nonzero_loss"`` (seed quirk) or ``"mask"`` (corrected).
+        reduction: ``"global"`` (default) or ``"per_replica"`` (data-parallel reduction, see the module docstring).
         device: factory keyword (no parameters; accepted for uniformity).
         dtype: factory keyword (likewise).
 
@@ -342,11 +414,12 @@ class MaskedSigmoidCrossEntropy(nn.Module):
     """
 
     def __init__(self, outputs_per_step: int, pos_weight: float = 1.0, count: str = "nonzero_loss",
-                 device=None, dtype=None):
+                 reduction: str = DEFAULT_LOSS_REDUCTION, device=None, dtype=None):
         super().__init__()
         self.outputs_per_step = check_outputs_per_step(int(outputs_per_step), "outputs_per_step",
                                                        "MaskedSigmoidCrossEntropy")
         self.pos_weight, self.count = common.check_cross_entropy_options(pos_weight, count, "MaskedSigmoidCrossEntropy")
+        self.reduction = check_loss_reduction(reduction, "MaskedSigmoidCrossEntropy")
 
     def forward(self, targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -361,10 +434,11 @@ class MaskedSigmoidCrossEntropy(nn.Module):
             scalar loss (float32, or float64 for float64 input); 0.0 when the count is 0.
         """
         return _masked_sigmoid_cross_entropy(targets, outputs, targets_lengths, self.outputs_per_step, mask,
-                                             self.pos_weight, self.count)
+                                             self.pos_weight, self.count, self.reduction)
 
     def extra_repr(self) -> str:
-        return f"outputs_per_step={self.outputs_per_step}, pos_weight={self.pos_weight}, count={self.count!r}"
+        return (f"outputs_per_step={self.outputs_per_step}, pos_weight={self.pos_weight}, count={self.count!r}, "
+                f"reduction={self.reduction!r}")
 
 
 class MaskedLinearLoss(nn.Module):
@@ -375,6 +449,7 @@ class MaskedLinearLoss(nn.Module):
         sample_rate: Hz (hparams ``sample_rate``).
         num_freq: hparams ``num_freq``; ``None`` takes ``targets.shape[-1]``.
         low_band_norm: ``"full_mask"`` (seed quirk) or ``"low_band_mask"`` (corrected).
+        reduction: ``"global"`` (default) or ``"per_replica"`` (data-parallel reduction, see the module docstring).
         device: factory keyword (no parameters; accepted for uniformity).
         dtype: factory keyword (likewise).
 
@@ -385,7 +460,7 @@ class MaskedLinearLoss(nn.Module):
     """
 
     def __init__(self, outputs_per_step: int, sample_rate: float, num_freq: Optional[int] = None,
-                 low_band_norm: str = "full_mask", device=None, dtype=None):
+                 low_band_norm: str = "full_mask", reduction: str = DEFAULT_LOSS_REDUCTION, device=None, dtype=None):
         super().__init__()
         self.outputs_per_step = check_outputs_per_step(int(outputs_per_step), "outputs_per_step", "MaskedLinearLoss")
         sample_rate, num_freq, low_band_norm = common.check_linear_loss_options(
@@ -393,6 +468,7 @@ class MaskedLinearLoss(nn.Module):
         self.sample_rate = sample_rate
         self.num_freq: Optional[int] = num_freq
         self.low_band_norm = low_band_norm
+        self.reduction = check_loss_reduction(reduction, "MaskedLinearLoss")
 
     def forward(self, targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -407,8 +483,8 @@ class MaskedLinearLoss(nn.Module):
             scalar loss (float32, or float64 for float64 input).
         """
         return _masked_linear_loss(targets, outputs, targets_lengths, self.outputs_per_step, self.sample_rate, mask,
-                                   self.num_freq, self.low_band_norm)
+                                   self.num_freq, self.low_band_norm, self.reduction)
 
     def extra_repr(self) -> str:
         return (f"outputs_per_step={self.outputs_per_step}, sample_rate={self.sample_rate}, "
-                f"num_freq={self.num_freq}, low_band_norm={self.low_band_norm!r}")
+                f"num_freq={self.num_freq}, low_band_norm={self.low_band_norm!r}, reduction={self.reduction!r}")

@@ -31,6 +31,8 @@ class Postnet(ConvStack):
         tf1_scope: TF1 scope; ``None`` -> ``"postnet_convolutions"``.
         last_layer_scope_index: ``None`` (the seed's 5) or an int >= ``num_layers``.
         bn_position: ``"before"`` (seed) or ``"after"``.
+        sync_batch_norm: batch statistics of the global batch under ``DistributedDataParallel`` (see
+            :class:`~torch_layers.tf_batch_norm.TFBatchNorm`); default False: each rank's own batch.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -46,7 +48,8 @@ class Postnet(ConvStack):
 
     def __init__(self, in_channels: int, kernel_size: int = 5, channels: int = 512, num_layers: int = 5,
                  drop_rate: float = 0.5, activation: Optional[str] = "tanh", tf1_scope: Optional[str] = None,
-                 last_layer_scope_index: Optional[int] = None, bn_position: str = "before", device=None, dtype=None):
+                 last_layer_scope_index: Optional[int] = None, bn_position: str = "before",
+                 sync_batch_norm: bool = False, device=None, dtype=None):
         super().__init__()
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.activation = activation_name(activation, self.block_label)
@@ -55,4 +58,4 @@ class Postnet(ConvStack):
         indices = postnet_scope_indices(n, last_layer_scope_index)
         acts = [self.activation] * (n - 1) + ["linear"]
         self._init_stack(in_channels, kernel_size, channels, n, drop_rate, bn_position, list(zip(indices, acts)),
-                         device, dtype)
+                         device, dtype, sync_batch_norm)

@@ -87,6 +87,19 @@ class SpeakerEncoder(nn.Module):
     accumulated in float64). Keys: ``lstm.*``, ``linear.*``,
     ``similarity_weight``, ``similarity_bias``: an RTVC ``encoder.pt`` loads with :meth:`from_checkpoint`.
 
+    ``DistributedDataParallel``: the GE2E loss compares every utterance with every speaker's centroid, so it
+    needs the whole global batch. Each rank embeds its share of the utterances (its speakers, or its
+    utterances of every speaker) through the DDP wrapper, gathers the embeddings with
+    :func:`torch_layers.distributed.gather_embeddings` (gradients flow back to each rank's share), and calls
+    ``ddp.module.loss`` on the gathered ``(speakers, utterances, embedding)`` tensor: every rank computes the
+    global batch's loss and EER, its gradient is ``world_size`` times its share, and DDP's average equals the
+    single-process gradient (``similarity_weight`` / ``similarity_bias``, used outside ``forward``, get their
+    gradients through the same backward and DDP averages them too). Then ``ddp.module.do_gradient_ops()``: the
+    gradients are already averaged over the ranks, identical everywhere, so its 0.01 scaling and global-norm
+    clipping act on the global gradient exactly as in one process (call it after ``backward``, never before
+    DDP's reduction, i.e. not inside ``no_sync()``). Computing the loss on each rank's own speakers instead would
+    contrast each utterance with a subset of the speakers only: another loss.
+
     Args:
         mel_n_channels: mel channels per frame.
         model_hidden_size: LSTM units.
@@ -251,7 +264,11 @@ class SpeakerEncoder(nn.Module):
     @torch.jit.unused
     def do_gradient_ops(self, max_norm: float = 3.0) -> None:
         """GE2E training step helper: scales the gradients of ``similarity_weight`` and ``similarity_bias``
-        by 0.01, then clips the gradients of all parameters to a global L2 norm of ``max_norm`` (3)."""
+        by 0.01, then clips the gradients of all parameters to a global L2 norm of ``max_norm`` (3).
+
+        Under ``DistributedDataParallel`` call it on ``ddp.module`` after ``backward()`` (the gradients are then
+        DDP's average, the same on every rank), before ``optimizer.step()``: every rank scales and clips the
+        global gradient identically, as one process would."""
         for p in (self.similarity_weight, self.similarity_bias):
             if p.grad is not None:
                 p.grad.mul_(0.01)

@@ -8,9 +8,11 @@ from typing import Optional
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
+from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
@@ -24,7 +26,7 @@ from .postnet import Postnet
 from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks, loop_options
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
-__all__ = ["Tacotron2", "MODEL_SCOPE"]
+__all__ = ["Tacotron2", "Tacotron2Encoder", "MODEL_SCOPE"]
 
 
 class Tacotron2(TF1WeightsMixin, nn.Module):
@@ -52,6 +54,10 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         hparams: a preset name (``"rtvc"``, ``"rayhane"``), a mapping or an object with the original hparam
             names, or a :class:`speechblocks.Tacotron2HParams`; ``None`` is the RTVC preset.
         n_symbols: rows of ``inputs_embedding`` (default 66, or the given ``Tacotron2HParams``').
+        sync_batch_norm: under ``DistributedDataParallel``, batch statistics of the **global** batch in every
+            batch norm (encoder convolutions, postnet, CBHG; see :mod:`torch_layers.distributed`); default False:
+            each rank's own batch, as the original's multi-GPU towers. Not an hparam of the original (for a model
+            from :meth:`from_tf1_checkpoint` or :meth:`from_migrated`: ``torch_layers.distributed.set_sync_batch_norm``).
         device: factory keyword.
         dtype: factory keyword.
         **overrides: hparams by original name (see :func:`speechblocks.resolve_hparams`).
@@ -65,7 +71,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
 
     __jit_ignored_attributes__ = ["hparams"]
 
-    def __init__(self, hparams=None, n_symbols: Optional[int] = None, *, device=None, dtype=None, **overrides):
+    def __init__(self, hparams=None, n_symbols: Optional[int] = None, *, sync_batch_norm: bool = False, device=None,
+                 dtype=None, **overrides):
         super().__init__()
         if n_symbols is None and isinstance(hparams, Tacotron2HParams):
             n_symbols = hparams.n_symbols
@@ -73,6 +80,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         self.hparams = hp
         self.tf1_scope = MODEL_SCOPE
         factory = {"device": device, "dtype": dtype}
+        self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, "Tacotron2")
+        sync = {"sync_batch_norm": self.sync_batch_norm}
         self.n_symbols = hp.n_symbols
         self.num_mels = hp.num_mels
         self.outputs_per_step = hp.outputs_per_step
@@ -87,12 +96,12 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         nn.init.xavier_uniform_(self.embedding.weight)  # TF1 get_variable's default (glorot uniform)
         self.encoder_convolutions = EncoderConvolutions(
             hp.embedding_dim, hp.enc_conv_kernel_size, hp.enc_conv_channels, hp.enc_conv_num_layers, drop, "relu",
-            tf1_scope="encoder_convolutions", bn_position=bn, **factory)
+            tf1_scope="encoder_convolutions", bn_position=bn, **sync, **factory)
         self.encoder_lstm = EncoderRNN(hp.enc_conv_channels, hp.encoder_lstm_units, hp.tacotron_zoneout_rate,
                                        tf1_scope="encoder_LSTM", **factory)
         self.decoder = Tacotron2Decoder.from_hparams(hp, hp.memory_size, **factory)
         self.postnet = Postnet(hp.num_mels, hp.postnet_kernel_size, hp.postnet_channels, hp.postnet_num_layers, drop,
-                               "tanh", tf1_scope="postnet_convolutions", bn_position=bn, **factory)
+                               "tanh", tf1_scope="postnet_convolutions", bn_position=bn, **sync, **factory)
         self.postnet_projection = FrameProjection(hp.postnet_channels, hp.num_mels, tf1_scope="postnet_projection",
                                                   **factory)
         self.post_cbhg = None
@@ -101,7 +110,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             self.post_cbhg = CBHG(hp.num_mels, hp.cbhg_kernels, hp.cbhg_conv_channels, hp.cbhg_pool_size,
                                   [hp.cbhg_projection, hp.num_mels], hp.cbhg_projection_kernel_size,
                                   hp.cbhg_highwaynet_layers, hp.cbhg_highway_units, hp.cbhg_rnn_units,
-                                  tf1_scope="CBHG_postnet", bn_position=bn, **factory)
+                                  tf1_scope="CBHG_postnet", bn_position=bn, **sync, **factory)
             self.linear_projection = FrameProjection(2 * hp.cbhg_rnn_units, hp.num_freq,
                                                      tf1_scope="cbhg_linear_specs_projection", **factory)
 
@@ -500,6 +509,22 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             gradients[name] = var.to_tf1(value) if var.to_tf1 is not None else value
         return {k: float(v.detach()) for k, v in losses.items()}, gradients
 
+    @torch.jit.unused
+    def encoder_module(self) -> nn.Module:
+        """The encoder as a module for ``torch.export`` / ONNX with dynamic batch and ``T_in``, sharing this model's
+        parameters: :class:`Tacotron2Encoder`, ``(inputs, input_lengths[, speaker_embeddings]) -> memory``.
+
+        Export: the whole model does not export (its decoder loop runs a data-dependent number of steps, its input
+        checks read tensor values); export :meth:`encoder_module` and :meth:`decoder_step_module` and loop over
+        the step in the caller. Both are meant for ``eval()`` (inference)."""
+        return Tacotron2Encoder(self)
+
+    @torch.jit.unused
+    def decoder_step_module(self) -> nn.Module:
+        """One decoder step as a module for ``torch.export`` / ONNX, sharing this model's parameters:
+        :class:`~torch_layers.tacotron2_decoder.DecoderStep` (see :meth:`Tacotron2Decoder.step_module`)."""
+        return self.decoder.step_module()
+
     def extra_repr(self) -> str:
         hp = self.hparams
         return (f"variant={hp.variant!r}, n_symbols={hp.n_symbols}, num_mels={hp.num_mels}, "
@@ -527,3 +552,66 @@ def _numpy(x: Tensor) -> np.ndarray:
 
 def _seq_numpy(seq) -> np.ndarray:
     return seq.detach().cpu().numpy() if isinstance(seq, Tensor) else np.asarray(seq)
+
+
+# -- export: the encoder as one module (dynamic batch and T_in) --------------------------------------------------
+
+class Tacotron2Encoder(nn.Module):
+    """The encoder of a :class:`Tacotron2` in inference, for ``torch.export`` / ONNX with dynamic batch and ``T_in``:
+    ``(inputs, input_lengths[, speaker_embeddings]) -> memory`` ``(batch, T_in, memory_size)``, equal to the
+    model's own memory in ``eval()`` (embedding -> encoder convolutions -> bidirectional zoneout LSTM [-> the
+    speaker embedding tiled and concatenated]).
+
+    It shares the model's parameters (no copy). The LSTM runs as one ``scan`` over time (``torch._higher_order_ops``),
+    the same step maths as :class:`~torch_layers.EncoderRNN`'s TorchScript loop, which an export would unroll (time
+    fixed) and whose all-valid-prefix shortcut reads tensor values. No input checks (the model's
+    :meth:`Tacotron2.forward` does them). From :meth:`Tacotron2.encoder_module`.
+    """
+
+    def __init__(self, model: Tacotron2):
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor] = None) -> Tensor:
+        from torch._higher_order_ops.scan import scan
+
+        from .encoder_rnn import reverse_within_lengths_3d
+        from .zoneout_lstm_cell import effective_bias
+
+        model = self.model
+        x = model.encoder_convolutions(model.embedding(inputs))
+        lstm = model.encoder_lstm
+        batch, n_steps, n_in, u = x.shape[0], x.shape[1], lstm.input_size, lstm.size
+        w_fw, w_bw, fb = lstm.fw_cell.weight, lstm.bw_cell.weight, lstm.fw_cell.forget_bias
+        # input projections of every step, both directions (torch gate order i, f, g, o), the backward one reversed
+        # within the lengths; time-major (time, 2, batch, 4u)
+        gx = torch.stack([F.linear(x, w_fw[:, :n_in], effective_bias(lstm.fw_cell.bias, fb)),
+                          F.linear(reverse_within_lengths_3d(x, input_lengths), w_bw[:, :n_in],
+                                   effective_bias(lstm.bw_cell.bias, fb))], 0).permute(2, 0, 1, 3)
+        valid = (torch.arange(n_steps, device=x.device).unsqueeze(1) < input_lengths.to(x.device).unsqueeze(0)
+                 ).view(n_steps, 1, batch, 1)
+        z = lstm.zoneout
+
+        # inference only: the scan sees no tensor that requires grad (torch 2.13's ONNX exporter fails on a scan
+        # traced through autograd)
+        w_fw, w_bw, gx = w_fw.detach(), w_bw.detach(), gx.detach()
+
+        def step(carry: tuple[Tensor, Tensor], xs_t: tuple[Tensor, Tensor]):
+            c, h = carry
+            g_t, v = xs_t
+            gates = g_t + torch.stack([F.linear(h[0], w_fw[:, n_in:]), F.linear(h[1], w_bw[:, n_in:])], 0)
+            i, f, g, o = gates.chunk(4, -1)
+            c_new = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g))
+            h_new = torch.sigmoid(o) * torch.tanh(c_new)
+            c_z = torch.lerp(c, c_new, 1.0 - z) if z != 0.0 else c_new
+            h_z = torch.lerp(h, h_new, 1.0 - z) if z != 0.0 else h_new
+            return (torch.where(v, c_z, c), torch.where(v, h_z, h)), h_new * v
+
+        c0 = x.new_zeros(2, batch, u)
+        _, out = scan(step, (c0, torch.zeros_like(c0)), (gx, valid))  # (time, 2, batch, u)
+        out = out.permute(1, 2, 0, 3)
+        memory = torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
+        if speaker_embeddings is not None:
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(batch, n_steps, speaker_embeddings.shape[1])
+            memory = torch.cat([memory, tiled], 2)
+        return memory

@@ -38,7 +38,8 @@ from .stop_projection import StopProjection
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates, zoneout
 
-__all__ = ["Tacotron2Decoder", "decoder_loop", "flatten_noise_masks", "NOISE_MASK_KEYS"]
+__all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder_loop", "flatten_noise_masks",
+           "NOISE_MASK_KEYS"]
 
 #: the keys of ``noise_masks`` (the injected dropout / zoneout keep-masks of a Tacotron-2 model)
 NOISE_MASK_KEYS = ("prenet", "encoder_convolutions", "encoder_LSTM", "decoder_LSTM", "postnet_convolutions")
@@ -534,6 +535,14 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                              "smaller `max_iters`.")
         return frames, stop, alignments
 
+    @torch.jit.unused
+    def step_module(self) -> DecoderStep:
+        """One decoder step as a module for ``torch.export`` / ONNX (dynamic batch and ``T_in``), sharing these
+        parameters: :class:`DecoderStep` (its ``attention_memory`` prepares the memory once per utterance). The
+        whole decoder does not export: its loop runs a data-dependent number of steps (the stop rule) and its
+        checks read tensor values; the caller loops over the step instead."""
+        return DecoderStep(self)
+
     @torch.jit.export
     def step_weights(self) -> tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor], list[Tensor]]:
         """The weights of the loop in the forms it uses (small tensors derived from the parameters per call; the
@@ -589,3 +598,131 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         for name, var in attention.items():
             out[f"{self.attention.tf1_scope}/{name}"] = var
         return out
+
+
+# -- export: the decoder as a per-utterance memory module and one step (the loop stays in the caller) -------------
+
+class DecoderAttentionMemory(nn.Module):
+    """Per utterance, before the decoder steps: ``(memory, memory_lengths) -> (values, keys, score_bias)``, the
+    attention inputs :class:`DecoderStep` takes (what :class:`Tacotron2Decoder` computes before its loop).
+
+    No input checks and no data-dependent branch, so ``torch.export`` / ONNX take it with dynamic batch and
+    ``T_in``; it shares the decoder's parameters (no copy). From :meth:`Tacotron2Decoder.step_module`.
+
+    Returns:
+        ``values`` ``(batch, T_in, memory_size)`` (memory zeroed past the lengths when ``mask_encoder``), ``keys``
+        ``(batch, units, T_in)`` (memory layer, plus the attention bias and the fused location bias) and
+        ``score_bias`` ``(batch, T_in)`` (0, or -inf past the lengths when ``mask_encoder``).
+    """
+
+    def __init__(self, decoder: Tacotron2Decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, memory: Tensor, memory_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        att = self.decoder.attention
+        w_loc = att.location_layer.weight
+        conv_bias = att.location_convolution.bias
+        assert conv_bias is not None
+        key_bias = att.attention_bias + F.linear(conv_bias, w_loc)
+        score_bias = torch.zeros(memory.shape[0], memory.shape[1], dtype=memory.dtype, device=memory.device)
+        values = memory
+        if att.mask_encoder:
+            valid = memory_mask(memory_lengths.to(memory.device), memory.shape[1], memory.dtype)
+            values = memory * valid.unsqueeze(-1)
+            score_bias = score_bias.masked_fill(valid == 0, float("-inf"))
+        keys = F.linear(values, att.memory_layer.weight)
+        return values, (keys + key_bias).transpose(1, 2).contiguous(), score_bias
+
+
+class DecoderStep(nn.Module):
+    """One free-running step of :class:`Tacotron2Decoder` in inference, state in -> state out, for
+    ``torch.export`` / ONNX with dynamic batch and ``T_in`` (the loop and the stop rule stay in the caller).
+
+    The same maths as a step of :func:`decoder_loop` in ``eval()``: pre-net (dropout always on when its rate is
+    not 0, as the original; random masks drawn in the graph), decoder LSTMs with inference zoneout, location-
+    sensitive attention with the new LSTM output as query, frame and stop projections (stop probabilities).
+    It shares the decoder's parameters (no copy); :attr:`attention_memory` prepares ``values``, ``keys`` and
+    ``score_bias`` once per utterance and :meth:`initial_state` gives the zero state. From
+    :meth:`Tacotron2Decoder.step_module`.
+
+    The caller's loop (the original rule; see :class:`Tacotron2Decoder`)::
+
+        values, keys, score_bias = step.attention_memory(memory, memory_lengths)
+        frame, context, attention_state, cells, hiddens = step.initial_state(values)
+        for t in range(max_iters):
+            frames, stop, alignments, context, attention_state, cells, hiddens = step(
+                frame, context, attention_state, cells, hiddens, values, keys, score_bias)
+            frame = frames[:, -num_mels:]                       # the last of the r frames
+            done = (torch.round(stop) == 1).all(0)              # every batch entry
+            if (done.any() if stop_at_any else done.all()):
+                break
+    """
+
+    def __init__(self, decoder: Tacotron2Decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    @property
+    def attention_memory(self) -> DecoderAttentionMemory:
+        """The per-utterance :class:`DecoderAttentionMemory` of this decoder (a separate module to export)."""
+        return DecoderAttentionMemory(self.decoder)
+
+    def initial_state(self, values: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(frame, context, attention_state, cells, hiddens)`` zeros: ``(batch, num_mels)`` go frame,
+        ``(batch, memory_size)``, ``(batch, T_in)``, and ``(layers, batch, units)`` twice."""
+        d = self.decoder
+        batch, max_time = values.shape[0], values.shape[1]
+        z = values.new_zeros
+        cells = z(d._n_layers, batch, d._units)
+        return z(batch, d.num_mels), z(batch, d.memory_size), z(batch, max_time), cells, torch.zeros_like(cells)
+
+    def forward(self, frame: Tensor, context: Tensor, attention_state: Tensor, cells: Tensor, hiddens: Tensor,
+                values: Tensor, keys: Tensor, score_bias: Tensor
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """
+        Args:
+            frame: ``(batch, num_mels)`` the previous frame (zeros at the first step).
+            context: ``(batch, memory_size)`` the previous attention context.
+            attention_state: ``(batch, T_in)`` the previous (cumulative) alignments.
+            cells, hiddens: ``(layers, batch, units)`` the decoder LSTM states.
+            values, keys, score_bias: from :attr:`attention_memory`.
+
+        Returns:
+            ``(frames, stop, alignments, context, attention_state, cells, hiddens)``: ``(batch, r * num_mels)``,
+            ``(batch, r)`` stop probabilities, ``(batch, T_in)``, then the new state.
+        """
+        d = self.decoder
+        att = d.attention
+        lstm_weights, lstm_biases, prenet_weights, prenet_biases, step_tensors = d.step_weights()
+        location_weight, _, query_weight, projection_weight, projection_bias = step_tensors
+        rate = d.prenet.drop_rate
+        x = frame
+        for i in range(len(prenet_weights)):
+            x = activations.apply(d.prenet.activation, torch.mm(x, prenet_weights[i]) + prenet_biases[i])
+            if rate > 0.0:
+                x = x * (1.0 / (1.0 - rate)) * (torch.rand_like(x, dtype=torch.float32) >= rate).to(x.dtype)
+        new_cells: list[Tensor] = []
+        new_hiddens: list[Tensor] = []
+        gates = F.linear(torch.cat([x, context, hiddens[0]], 1), lstm_weights[0], lstm_biases[0])
+        for k in range(len(lstm_weights)):
+            if k > 0:
+                gates = F.linear(torch.cat([x, hiddens[k]], 1), lstm_weights[k], lstm_biases[k])
+            c_new, h_new = lstm_from_gates(gates, cells[k])
+            new_cells.append(zoneout(c_new, cells[k], d.zoneout, None))
+            new_hiddens.append(zoneout(h_new, hiddens[k], d.zoneout, None))
+            x = h_new
+        s = attention_state.unsqueeze(1)
+        if att.pad_before == att.pad_after:
+            location = F.conv1d(s, location_weight, None, 1, att.pad_before)
+        else:
+            location = F.conv1d(F.pad(s, [att.pad_before, att.pad_after]), location_weight)
+        energy = torch.matmul(att.attention_variable_projection,
+                              torch.tanh(keys + torch.mm(x, query_weight).unsqueeze(2) + location))
+        alignments = normalize_energy(energy + score_bias, att.smoothing)
+        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
+        attention_state = alignments + attention_state if att.cumulate_weights else alignments
+        projected = F.linear(torch.cat([x, context], 1), projection_weight, projection_bias)
+        frame_size = d.outputs_per_step * d.num_mels
+        return (projected[:, :frame_size], torch.sigmoid(projected[:, frame_size:]), alignments, context,
+                attention_state, torch.stack(new_cells, 0), torch.stack(new_hiddens, 0))

@@ -7,7 +7,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .masked_losses import masked_linear_loss, masked_mse, masked_sigmoid_cross_entropy, priority_frequencies
+from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction
+
+from .masked_losses import (
+    _ratios,
+    _sharded,
+    masked_linear_loss,
+    masked_mse,
+    masked_sigmoid_cross_entropy,
+    priority_frequencies,
+)
 
 __all__ = ["tacotron2_loss", "LOSS_KEYS"]
 
@@ -28,9 +37,15 @@ def _mean_or_zero(x: Tensor) -> Tensor:
     return x.mean() if x.numel() > 0 else x.new_zeros(())
 
 
+def _global_means(sums: list[Tensor], counts: list[int], like: Tensor) -> list[Tensor]:
+    """``sums[i] / counts[i]`` over the global batch (both summed over the ranks by one gather; 0 for a count
+    of 0, as :func:`_mean_or_zero`)."""
+    return _ratios(sums, [like.new_tensor(float(c)) for c in counts], "global")
+
+
 def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_token_targets: Tensor,
-                   targets_lengths: Optional[Tensor] = None, linear_targets: Optional[Tensor] = None
-                   ) -> dict[str, Tensor]:
+                   targets_lengths: Optional[Tensor] = None, linear_targets: Optional[Tensor] = None, *,
+                   reduction: str = DEFAULT_LOSS_REDUCTION) -> dict[str, Tensor]:
     """The loss of TF1 Tacotron-2 (``Tacotron.add_loss``) over a :class:`~torch_layers.Tacotron2`'s outputs.
 
     ``hparams.mask_decoder``: before/after = :func:`masked_mse` of the decoder / mel outputs, stop =
@@ -44,14 +59,31 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
     ``loss = before + after + stop + regularization + linear``. Computed in float32 (float64 for float64
     outputs), whatever autocast produced.
 
+    ``DistributedDataParallel`` (an initialised process group of more than one rank; see
+    :mod:`torch_layers.distributed`):
+
+    * ``reduction="global"`` (default): every rank returns the loss of the **global** batch -- the masked terms
+      as :func:`masked_mse` (numerators and counts summed over the ranks), the plain means (``mask_decoder``
+      off) as global sums over global element counts (every rank's batch must then be padded to the same time
+      axis, as the single-process batch is), the regularization as it is (every rank computes it in full). The
+      gathers carry gradients, so each rank's gradient is ``world_size`` times its share and DDP's average is
+      the gradient of the global loss; with ``Tacotron2(sync_batch_norm=True)`` a DDP step equals the
+      single-process step on the global batch.
+    * ``reduction="per_replica"``: each rank's own loss; DDP's average is the gradient of the mean of the ranks'
+      losses -- the original TF1 multi-GPU towers (with ``sync_batch_norm=False``, per-tower statistics).
+
+    In one process both give the single-process values bit for bit.
+
     Args:
-        model: the :class:`~torch_layers.Tacotron2` (its hparams and weights).
+        model: the :class:`~torch_layers.Tacotron2` (its hparams and weights), or its
+            ``DistributedDataParallel`` wrapper.
         outputs: the model's output dict from a ``train()`` pass (``stop_token_prediction`` must be logits, as
             TF1's training and evaluation graphs give them).
         mel_targets: ``(batch, steps * r, num_mels)``.
         stop_token_targets: ``(batch, steps * r)`` 0/1.
         targets_lengths: ``(batch,)`` integer frame lengths (required when ``mask_decoder``; else unused).
         linear_targets: ``(batch, steps * r, num_freq)``; required by Rayhane's loss with ``predict_linear``.
+        reduction: ``"global"`` (default) or ``"per_replica"``: the reduction over data-parallel ranks.
 
     Returns:
         dict of scalar tensors ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss, loss``.
@@ -59,6 +91,9 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
     Raises:
         ValueError: a target of the wrong shape or dtype, or a required target missing.
     """
+    reduction = check_loss_reduction(reduction, "tacotron2_loss")
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        model = model.module
     hp = model.hparams
     r = hp.outputs_per_step
     decoder_outputs = outputs["decoder_outputs"]
@@ -80,14 +115,34 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
         if targets_lengths is None:
             raise ValueError("tacotron2_loss: argument `targets_lengths` (integer tensor of shape (batch,)) is required "
                              "when hparams.mask_decoder is True.")
-        before = masked_mse(mel_t, dec, targets_lengths, outputs_per_step=r)
-        after = masked_mse(mel_t, mel, targets_lengths, outputs_per_step=r)
+        before = masked_mse(mel_t, dec, targets_lengths, outputs_per_step=r, reduction=reduction)
+        after = masked_mse(mel_t, mel, targets_lengths, outputs_per_step=r, reduction=reduction)
         stop = masked_sigmoid_cross_entropy(stop_t, logits, targets_lengths, outputs_per_step=r,
-                                            pos_weight=hp.cross_entropy_pos_weight)
+                                            pos_weight=hp.cross_entropy_pos_weight, reduction=reduction)
         linear = zero
         if rayhane_linear:
             linear = masked_linear_loss(lin_t, lin, targets_lengths, outputs_per_step=r, sample_rate=hp.sample_rate,
-                                        num_freq=hp.num_freq)
+                                        num_freq=hp.num_freq, reduction=reduction)
+    elif reduction == "global" and _sharded():
+        # the plain means of the global batch: sums and element counts summed over the ranks (one gather)
+        sq_dec, sq_mel = (mel_t - dec) ** 2, (mel_t - mel) ** 2
+        xent = F.binary_cross_entropy_with_logits(logits, stop_t, reduction="none")
+        sums, counts = [sq_dec.sum(), sq_mel.sum(), xent.sum()], [sq_dec.numel(), sq_mel.numel(), xent.numel()]
+        if hp.variant == "rtvc":
+            l1 = (mel_t - dec).abs()
+            sums, counts = sums + [l1.sum()], counts + [l1.numel()]
+        elif rayhane_linear:
+            l1 = (lin_t - lin).abs()
+            low = l1[:, :, :max(priority_frequencies(hp.sample_rate, hp.num_freq), 0)]
+            sums, counts = sums + [l1.sum(), low.sum()], counts + [l1.numel(), low.numel()]
+        means = _global_means(sums, counts, dec)
+        before, after, stop = means[0], means[1], means[2]
+        if hp.variant == "rtvc":
+            linear = means[3]
+        elif rayhane_linear:
+            linear = 0.5 * means[3] + 0.5 * means[4]
+        else:
+            linear = zero
     else:
         before = ((mel_t - dec) ** 2).mean()
         after = ((mel_t - mel) ** 2).mean()

@@ -2,14 +2,25 @@
 
 factory keywords (``device``/``dtype``; constructible on the meta device, so nothing is moved in
 ``__init__``), ``state_dict`` round trip, ``train()``/``eval()`` honoured, TorchScript (or
-``torch.compile``) inference, float64, bad input answered by a ``ValueError``.
+``torch.compile``) inference, float64, bad input answered by a ``ValueError``, and deployment (inference,
+``eval()``): ``torch.export`` with dynamic batch and time, ONNX (``torch.onnx.export(dynamo=True)`` run in ONNX
+Runtime) and ``torch.compile`` (with the number of compilations over three lengths), each compared with the
+eager module (1e-5) on batch and time sizes other than the example's.
+
+A module that cannot do one of them says so in its docstring, and its test pins it with a reason:
+:class:`StaticTime` (the export unrolls a loop over time: batch dynamic, time fixed, another time rejected),
+:class:`Fails` (the documented failure is asserted), :class:`RecompilesPerLength` (``torch.compile`` compiles again
+for every new length), :class:`Skip` (not comparable, e.g. random in ``eval()``).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 
 def _flat(x):
@@ -30,6 +41,195 @@ def _assert_close(a, b, atol, what):
                                    err_msg=what)
 
 
+# -- deployment checks: what a module cannot do is pinned with a reason ------------------------------------------
+
+@dataclass(frozen=True)
+class Limit:
+    """A documented limit of a module under one deployment check; ``reason`` (why) is required."""
+
+    reason: str
+
+    def __post_init__(self):
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValueError(f"{type(self).__name__} needs a reason string")
+
+
+@dataclass(frozen=True)
+class Skip(Limit):
+    """The check does not run (e.g. the output is random in ``eval()``, so nothing to compare)."""
+
+
+@dataclass(frozen=True)
+class StaticTime(Limit):
+    """``torch.export`` / ONNX: the graph fixes the time axis (a Python loop over time is unrolled): exported with a
+    dynamic batch only, compared at other batch sizes, and an input of another time length must be rejected."""
+
+
+@dataclass(frozen=True)
+class Fails(Limit):
+    """The check must fail, with ``match`` in ``"ExceptionType: message"`` (the documented failure)."""
+
+    match: str = ""
+
+
+@dataclass(frozen=True)
+class RecompilesPerLength(Limit):
+    """``torch.compile``: every new length compiles again (the loop over time is unrolled per length)."""
+
+
+#: Limits of modules whose tests do not pass them (yet): class name -> {"export"|"onnx"|"compile": Limit}; a limit
+#: given at the call site wins. Move an entry to its call site when that test file is next edited.
+KNOWN_LIMITS: dict[str, dict[str, Limit]] = {
+    name: {"export": Fails("checked_lengths reads the lengths' values (int(lengths.max()))", match="data-dependent")}
+    for name in ("MaskedMSE", "MaskedLinearLoss", "MaskedSigmoidCrossEntropy")
+}
+
+#: ``torch.compile`` backend of the compile check. ``aot_eager`` (dynamo + AOTAutograd, no code generation) keeps the
+#: check to seconds; the recompilations it counts are dynamo's, the same with inductor. ``inductor`` compiles C++
+#: kernels (tens of seconds per module on 2 cores): ``SPEECHBLOCKS_COMPILE_BACKEND=inductor make test`` runs it.
+COMPILE_BACKEND = os.environ.get("SPEECHBLOCKS_COMPILE_BACKEND", "aot_eager")
+#: the compile check's lengths are ``t0``, ``t0 + 1``, ``t0 + 2`` (``t0`` the example's time)
+COMPILE_LENGTH_STEPS = (0, 1, 2)
+#: ``SPEECHBLOCKS_DEPLOY_CHECKS=0`` leaves the export / ONNX / compile checks out (quick local runs; CI keeps them)
+DEPLOY_CHECKS = os.environ.get("SPEECHBLOCKS_DEPLOY_CHECKS", "1") != "0"
+
+
+def _leaves(x) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+
+
+def _assert_leaves_close(got: Sequence, want, atol: float, what: str) -> None:
+    want = _leaves(want)
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager has {len(want)}"
+    for g, w in zip(got, want):
+        g = g.detach().double().numpy() if isinstance(g, torch.Tensor) else np.asarray(g, np.float64)
+        np.testing.assert_allclose(g, w.detach().double().numpy(), atol=atol, rtol=0, err_msg=what)
+
+
+def _axes(make_inputs, b0: int, t0: int, b1: int, t1: int) -> list[dict[int, str]]:
+    """Per positional argument, its dims that follow the batch (``"batch"``) or the time (``"time"``)."""
+    base = make_inputs(b0, t0, torch.float32)
+    by_b = make_inputs(b1, t0, torch.float32) if b1 != b0 else base
+    by_t = make_inputs(b0, t1, torch.float32) if t1 != t0 else base
+    out = []
+    for x, xb, xt in zip(base, by_b, by_t):
+        axes = {}
+        if isinstance(x, torch.Tensor):
+            for d in range(x.dim()):
+                if xt.shape[d] != x.shape[d]:
+                    axes[d] = "time"
+                elif xb.shape[d] != x.shape[d]:
+                    axes[d] = "batch"
+        out.append(axes)
+    return out
+
+
+def _dynamic_shapes(axes: list[dict[int, str]], args: Sequence, static_time: bool):
+    spec = []
+    for a, x in zip(axes, args):
+        if not isinstance(x, torch.Tensor):
+            spec.append(None)
+            continue
+        d = {k: torch.export.Dim.DYNAMIC for k, kind in a.items() if kind == "batch" or not static_time}
+        spec.append(d or None)
+    return tuple(spec)
+
+
+def _expect_failure(limit: Fails, what: str, fn) -> None:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 -- the documented failure, whatever its type
+        text = f"{type(e).__name__}: {e}"
+        assert limit.match in text, f"{what}: expected a failure mentioning {limit.match!r}; got {text[:2000]}"
+        return
+    raise AssertionError(f"{what} was pinned as failing ({limit.reason}) but now works: update the pin and the "
+                         "docstring")
+
+
+def _export_check(m, make_inputs, sizes, atol, export, onnx) -> None:
+    """torch.export (and ONNX from the same ExportedProgram) on ``sizes[0]``, compared at the other sizes."""
+    (b0, t0) = sizes[0]
+    b1 = next((b for b, _ in sizes[1:] if b != b0), b0)
+    t1 = next((t for _, t in sizes[1:] if t != t0), t0)
+    static_time = isinstance(export, StaticTime)
+    args = make_inputs(b0, t0, torch.float32)
+    spec = _dynamic_shapes(_axes(make_inputs, b0, t0, b1, t1), args, static_time)
+
+    def run_export():
+        with torch.no_grad():
+            return torch.export.export(m, tuple(args), dynamic_shapes=spec)
+
+    if isinstance(export, Fails):
+        _expect_failure(export, "torch.export", run_export)  # (ONNX's dynamo exporter runs torch.export first)
+        return
+    ep = run_export()
+    checks = [(b, t) for b, t in sizes[1:]] if not static_time else sorted({(b, t0) for b, _ in sizes if b != b0})
+    if static_time:
+        assert t1 != t0, "StaticTime needs sizes with another time to check the rejection"
+    module = ep.module()
+    for b, t in checks:
+        x = make_inputs(b, t, torch.float32)
+        with torch.no_grad():
+            _assert_close(module(*x), m(*x), atol, f"torch.export differs at {(b, t)} (exported at {(b0, t0)})")
+    if static_time:
+        try:
+            module(*make_inputs(b0, t1, torch.float32))
+        except Exception:  # noqa: BLE001 -- the exported program's input guard
+            pass
+        else:
+            raise AssertionError("torch.export pinned StaticTime accepts another time length: update the pin")
+
+    if isinstance(onnx, Skip):
+        return
+    if isinstance(onnx, Fails):
+        _expect_failure(onnx, "ONNX export", lambda: torch.onnx.export(ep, dynamo=True, verbose=False))
+        return
+    import onnxruntime as ort
+
+    program = torch.onnx.export(ep, dynamo=True, verbose=False)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # no warnings about initializers the optimizer left unused
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(program.model_proto.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for b, t in [(b0, t0)] + checks:
+        x = make_inputs(b, t, torch.float32)
+        feed = _leaves(x)
+        assert len(feed) == len(names), f"ONNX graph inputs {names} vs {len(feed)} tensors"
+        got = session.run(None, {n: v.numpy() for n, v in zip(names, feed)})
+        with torch.no_grad():
+            _assert_leaves_close(got, m(*x), atol, f"ONNX Runtime differs at {(b, t)} (exported at {(b0, t0)})")
+
+
+def _compile_check(m, make_inputs, sizes, atol, compile) -> None:
+    """``torch.compile`` at the example's batch over three lengths, counting the compilations. (Other batch sizes
+    would only add compilations: the export checks cover them.)"""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    try:
+        counter = CompileCounterWithBackend(COMPILE_BACKEND)
+        compiled = torch.compile(m, backend=counter)
+        (b0, t0) = sizes[0]
+        counts = []
+        for t in [t0 + s for s in COMPILE_LENGTH_STEPS]:
+            x = make_inputs(b0, t, torch.float32)
+            with torch.no_grad():
+                _assert_close(compiled(*x), m(*x), atol, f"torch.compile differs at {(b0, t)}")
+            counts.append(counter.frame_count)
+        # the first length compiles, the second one again with the length dynamic; the third must reuse that graph
+        again = counts[2] > counts[1]
+        if isinstance(compile, RecompilesPerLength):
+            assert again, f"pinned RecompilesPerLength but the third length reused the graph (counts {counts})"
+        else:
+            assert not again, (f"torch.compile compiles again at every new length (compilations after 3 lengths: "
+                               f"{counts}); pin RecompilesPerLength(reason) and document it")
+    finally:
+        torch._dynamo.reset()
+
+
 def run_torch_module_test(
     module_cls,
     init_args: Sequence = (),
@@ -42,6 +242,10 @@ def run_torch_module_test(
     scriptable: str = "script",
     sizes: Sequence[tuple[int, int]] = ((2, 7), (1, 1), (3, 4)),
     atol: float = 1e-6,
+    export: Limit | None = None,
+    onnx: Limit | None = None,
+    compile: Limit | None = None,
+    deploy_atol: float = 1e-5,
 ):
     """Runs the shared module checks.
 
@@ -54,8 +258,20 @@ def run_torch_module_test(
         deterministic_in_eval: two eval calls agree exactly.
         changes_in_training: ``train()`` must change the output.
         scriptable: ``"script"`` (``torch.jit.script``), ``"compile"`` (``torch.compile``) or ``""``.
-        sizes: ``(batch, time)`` pairs to run.
+        sizes: ``(batch, time)`` pairs to run; the first is the deployment checks' example, the others (other
+            batch and time sizes) what the exported / compiled module is compared on.
+        export: ``None`` (``torch.export`` with dynamic batch and time, compared at the other sizes), or a pinned
+            :class:`StaticTime`, :class:`Fails` or :class:`Skip` (with a reason).
+        onnx: ``None`` (the exported program through ``torch.onnx.export(dynamo=True)``, run in ONNX Runtime), or
+            :class:`Fails` / :class:`Skip`; follows ``export``'s dynamic axes. ONNX's dynamo exporter goes through
+            ``torch.export``: when ``export`` fails, so does ONNX, and the ONNX step is not run.
+        compile: ``None`` (``torch.compile`` in ``eval()``: equal outputs, no new compilation at a third length), or
+            :class:`RecompilesPerLength`, :class:`Fails`, :class:`Skip`.
+        deploy_atol: tolerance of the deployment checks against the eager module.
     """
+    for name, limit in (("export", export), ("onnx", onnx), ("compile", compile)):
+        if limit is not None and not isinstance(limit, Limit):
+            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, StaticTime, Fails, ...); got {limit!r}")
     init_kwargs = dict(init_kwargs or {})
     torch.manual_seed(0)
     m = module_cls(*init_args, **init_kwargs).eval()
@@ -109,6 +325,23 @@ def run_torch_module_test(
                 got, want = compiled(*a), m(*a)
             if deterministic_in_eval:
                 _assert_close(got, want, 1e-5, f"{scriptable} differs at {(b, t)}")
+
+    # deployment: torch.export + ONNX Runtime, torch.compile (inference; eager is the reference)
+    known = KNOWN_LIMITS.get(module_cls.__name__, {})
+    export, onnx, compile = (export or known.get("export"), onnx or known.get("onnx"),
+                             compile or known.get("compile"))
+    if not deterministic_in_eval:
+        reason = "random in eval(): nothing to compare"
+        export, onnx, compile = export or Skip(reason), onnx or Skip(reason), compile or Skip(reason)
+    if not DEPLOY_CHECKS:
+        export = compile = Skip("SPEECHBLOCKS_DEPLOY_CHECKS=0")
+    if not isinstance(export, Skip):
+        _export_check(m, make_inputs, sizes, deploy_atol, export, onnx)
+    if not isinstance(compile, Skip):
+        if isinstance(compile, Fails):
+            _expect_failure(compile, "torch.compile", lambda: _compile_check(m, make_inputs, sizes, deploy_atol, None))
+        else:
+            _compile_check(m, make_inputs, sizes, deploy_atol, compile)
 
     for bad_args, fragment in bad_inputs:
         try:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import Fails, RecompilesPerLength, StaticTime, run_torch_module_test
+from tests.helpers.torch_module_test import Fails, RecompilesPerLength, Skip, StaticTime, run_torch_module_test
 from torch_layers import CBHG
 from torch_layers.cbhg import max_pool_same
 
@@ -35,7 +35,7 @@ def test_module_contract_full_length_without_dense():
     run_torch_module_test(CBHG, (16,), cfg, make_inputs=lambda b, t, dt: [_with_lengths(b, t, dt)[0]],
                           expected_output_shape=lambda b, t: (b, t, 10), sizes=((2, 5), (1, 1)),
                           export=StaticTime("the bidirectional GRU's loop over time is unrolled by the export"),
-                          compile=RecompilesPerLength("the GRU's loop over time is unrolled for each length"))
+                          compile=Skip("RecompilesPerLength pinned in test_module_contract_with_lengths"))
 
 
 @pytest.mark.parametrize("pool", [1, 2, 3, 4])

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bench._seed_reference_contrastive import SeedReferenceContrastiveLoss
-from tests.helpers.torch_module_test import Fails, run_torch_module_test
+from tests.helpers.torch_module_test import Fails, Skip, run_torch_module_test
 from torch_layers import ContrastiveLoss
 
 D = 4
@@ -40,8 +40,9 @@ def test_module_contract(quantized):
         changes_in_training=quantized, sizes=((2, 7), (1, 5), (3, 4)),
         export=Fails("the masked steps per utterance (their count is a value of spec_masks) shape the logits",
                      match="data-dependent"),
-        compile=Fails("AOTAutograd (aot_eager) with a dynamic length fails on a view of the masked frames "
-                      "(torch 2.13; the eager backend runs)", match="view size is not compatible"),
+        compile=Skip("pinned in the unquantized variant (the same failure)") if quantized else Fails(
+            "AOTAutograd (aot_eager) fails on a view of the masked frames when the length turns dynamic (torch 2.13; "
+            "the eager backend, and dynamic=True from the start, run)", match="view size is not compatible"),
         bad_inputs=[
             ([torch.zeros(2, 7), torch.zeros(2, 7), torch.zeros(2, 7, 6)], "spectrograms"),
             ([torch.zeros(2, 3, 7), torch.zeros(2, 3, 7), torch.zeros(2, 7, 6)], f"(batch, {D}, time)"),

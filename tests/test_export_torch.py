@@ -10,6 +10,7 @@ import torch
 from torch.export import Dim
 
 from tests.helpers.tacotron2_checkpoint import SMALL_RAYHANE, SMALL_RTVC
+from tests.helpers.torch_module_test import onnx_runtime
 from torch_layers import Tacotron2
 
 N_SYM = 66
@@ -94,21 +95,9 @@ def _close(got, want, what):
         np.testing.assert_allclose(g, w.detach().numpy(), atol=ATOL, rtol=0, err_msg=what)
 
 
-def _ort_session(exported_program):
-    import onnxruntime as ort
-
-    program = torch.onnx.export(exported_program, dynamo=True, verbose=False)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(program.model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-
-    def run(*args):
-        feed = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(names, [a for a in args if a is not None])}
-        return [torch.from_numpy(o) for o in session.run(None, feed)]
-
-    return run
+def _ort(exported_program):
+    run = onnx_runtime(exported_program)
+    return lambda *args: [torch.from_numpy(o) for o in run(*args)]
 
 
 # -- encoder --------------------------------------------------------------------------------------------------
@@ -125,17 +114,15 @@ def test_encoder_module_equals_the_models_memory(preset):
 
 
 @pytest.mark.parametrize("preset", ["rtvc", "rayhane"])
-def test_encoder_exports_with_dynamic_batch_and_time_and_runs_in_onnx_runtime(preset):
+def test_encoder_exports_with_dynamic_batch_and_time(preset):
     model = _model(preset)
     ep = torch.export.export(model.encoder_module(), _encoder_args(model, *EXAMPLE),
                              dynamic_shapes=_encoder_shapes(model))
-    ort_run = _ort_session(ep)
     for b, t in OTHER_SIZES:
         ids, lengths, spk = _inputs(model, b, t)
         with torch.no_grad():
-            want = model._memory(ids, lengths, spk, None, None)
-            _close([ep.module()(*_encoder_args(model, b, t))], [want], f"torch.export encoder {(b, t)}")
-        _close(ort_run(ids, lengths, spk), [want], f"ONNX Runtime encoder {(b, t)}")
+            _close([ep.module()(*_encoder_args(model, b, t))], [model._memory(ids, lengths, spk, None, None)],
+                   f"torch.export encoder {(b, t)}")
 
 
 # -- decoder step -----------------------------------------------------------------------------------------------
@@ -152,11 +139,12 @@ def test_python_loop_over_the_step_equals_the_decoder(preset, stop_bias):
             _close(run_steps(model, step.attention_memory, step, memory, lengths, STEPS), want, f"steps {(b, t)}")
 
 
-@pytest.mark.parametrize("preset", ["rtvc", "rayhane"])
-def test_decoder_step_exports_and_runs_in_onnx_runtime_equal_to_the_model(preset):
-    """The exported memory module and step (dynamic batch and T_in), looped in Python -- through torch.export and
-    through ONNX Runtime -- give the model's decoder outputs on other sizes than the example's; with the exported
-    encoder, the whole free-running decoder output of ``model(...)``."""
+@pytest.mark.parametrize("preset,onnx", [("rtvc", True), ("rayhane", False)])
+def test_decoder_step_exports_and_runs_in_onnx_runtime_equal_to_the_model(preset, onnx):
+    """The exported memory module and step (dynamic batch and T_in), looped in Python, give the model's decoder outputs
+    on other sizes than the example's through torch.export; RTVC also through ONNX Runtime, and with the encoder's
+    ONNX graph the whole free-running decoder output of ``model(...)`` (postnet aside). (Rayhane's ONNX path differs
+    only by the absent speaker input: ~30 s of exports left out.)"""
     model = _model(preset)
     step = model.decoder_step_module()
     example, (memory, lengths) = _step_example(model)
@@ -164,9 +152,10 @@ def test_decoder_step_exports_and_runs_in_onnx_runtime_equal_to_the_model(preset
     batch, t_in = Dim("batch"), Dim("t_in")
     ep_memory = torch.export.export(step.attention_memory, (memory, lengths),
                                     dynamic_shapes=({0: batch, 1: t_in}, {0: batch}))
-    ep_encoder = torch.export.export(model.encoder_module(), _encoder_args(model, *EXAMPLE),
-                                     dynamic_shapes=_encoder_shapes(model))
-    ort_step, ort_memory, ort_encoder = _ort_session(ep_step), _ort_session(ep_memory), _ort_session(ep_encoder)
+    if onnx:
+        ep_encoder = torch.export.export(model.encoder_module(), _encoder_args(model, *EXAMPLE),
+                                         dynamic_shapes=_encoder_shapes(model))
+        ort_step, ort_memory, ort_encoder = _ort(ep_step), _ort(ep_memory), _ort(ep_encoder)
     for b, t in OTHER_SIZES:
         ids, lengths, spk = _inputs(model, b, t)
         with torch.no_grad():
@@ -175,11 +164,13 @@ def test_decoder_step_exports_and_runs_in_onnx_runtime_equal_to_the_model(preset
             _close(run_steps(model, ep_memory.module(), ep_step.module(), memory, lengths, STEPS), want,
                    f"torch.export step {(b, t)}")
             full = model(ids, lengths, spk)
-        _close(run_steps(model, lambda *a: ort_memory(*a), lambda *a: ort_step(*a), memory, lengths, STEPS), want,
-               f"ONNX Runtime step {(b, t)}")
-        # the whole free-running synthesis through the three ONNX graphs (postnet aside)
-        frames, stop, alignments = run_steps(model, lambda *a: ort_memory(*a), lambda *a: ort_step(*a),
-                                             ort_encoder(ids, lengths, spk)[0], lengths, STEPS)
+        if not onnx:
+            continue
+        _close(ort_encoder(ids, lengths, spk), [memory], f"ONNX Runtime encoder {(b, t)}")
+        _close(run_steps(model, ort_memory, ort_step, memory, lengths, STEPS), want, f"ONNX Runtime step {(b, t)}")
+        # the whole free-running decoder through the three ONNX graphs
+        frames, stop, alignments = run_steps(model, ort_memory, ort_step, ort_encoder(ids, lengths, spk)[0], lengths,
+                                             STEPS)
         decoder_outputs = frames.reshape(b, -1, model.num_mels)
         if model.clip_outputs:
             decoder_outputs = decoder_outputs.clamp(model.clip_low, model.clip_high)
@@ -187,16 +178,18 @@ def test_decoder_step_exports_and_runs_in_onnx_runtime_equal_to_the_model(preset
                [full["decoder_outputs"], full["stop_token_prediction"], full["alignments"]], f"ONNX synthesis {(b, t)}")
 
 
-def test_decoder_step_with_prenet_dropout_exports_with_random_masks_in_the_graph():
-    """The original keeps the pre-net dropout on at inference: the step draws its masks in the graph (ONNX
-    ``RandomUniformLike``); the outputs are random, their shapes and the zero-dropout twin are checked."""
+def test_decoder_step_with_prenet_dropout_draws_its_masks_in_the_graph():
+    """The original keeps the pre-net dropout on at inference: the step draws its masks in the graph (``rand_like``,
+    ONNX ``RandomUniformLike``), so the exported step is random like the model; its shapes, and that it does vary,
+    are checked (the zero-dropout twin is the equality tests above)."""
     model = _model("rtvc", tacotron_dropout_rate=0.5)
     example, _ = _step_example(model)
     ep = torch.export.export(model.decoder_step_module(), example, dynamic_shapes=_step_shapes())
-    program = torch.onnx.export(ep, dynamo=True, verbose=False)
-    assert sum(n.op_type == "RandomUniformLike" for n in program.model_proto.graph.node) == 2  # one per pre-net layer
-    outs = ep.module()(*example)
-    assert [tuple(o.shape) for o in outs[:3]] == [(2, 2 * model.num_mels), (2, 2), (2, EXAMPLE[1])]
+    assert sum(n.target == torch.ops.aten.rand_like.default for n in ep.graph.nodes) == 2  # one per pre-net layer
+    torch.manual_seed(1)
+    a, b = ep.module()(*example), ep.module()(*example)
+    assert [tuple(o.shape) for o in a[:3]] == [(2, 2 * model.num_mels), (2, 2), (2, EXAMPLE[1])]
+    assert float((a[0] - b[0]).abs().max()) > 0
 
 
 # -- torch.compile ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from speechblocks import resolve_hparams, tf1_variable_shapes
-from tests.helpers.torch_module_test import Fails, RecompilesPerLength, run_torch_module_test
+from tests.helpers.torch_module_test import Fails, RecompilesPerLength, Skip, run_torch_module_test
 from torch_layers import CBHG, Tacotron2, Tacotron2Decoder, TF1WeightsError, tacotron2_hparams, tacotron2_loss
 from torch_layers._lstm_layout import torch_weight_to_tf1
 
@@ -341,6 +341,8 @@ def test_module_contract_rtvc():
         sizes=((2, 7), (1, 1), (3, 4)),
         export=Fails("the symbol ids and lengths are checked by value (int(inputs.min())); encoder_module() and "
                      "decoder_step_module() are the exportable parts", match="data-dependent"),
+        compile=Skip("Tacotron2 compiles in test_module_contract_rayhane_free_running (inference); teacher forced it "
+                     "compiles without recompiling per length too (measured, ~20 s)"),
         bad_inputs=[([inputs.float(), lengths, spk, mel], "inputs"), ([inputs + N_SYM, lengths, spk, mel], "inputs"),
                     ([inputs - N_SYM, lengths, spk, mel], "inputs"),
                     ([inputs, torch.tensor([0, 3]), spk, mel], "input_lengths"),

@@ -8,13 +8,16 @@ with the in-process layer on every ``(batch, time)`` of ``sizes``:
 - **SavedModel**: a functional model holding the layer (inputs with unknown batch and time) through
   ``model.export`` (the ``serve`` endpoint), reloaded with ``tf.saved_model.load`` in a **fresh process** that
   never imports speechblocks (one reloader process per test worker, started at the first check, serves every
-  layer: one TensorFlow import per worker, not per layer); ``atol``.
+  layer: one TensorFlow import per worker, not per layer); ``atol``. Nested outputs (RNN states) are exported
+  flattened: a serving signature holds a flat list of tensors.
 - **XLA**: the layer's inference call in ``tf.function(jit_compile=True)`` (unknown batch and time in the signature)
   at the first two sizes (``deploy_atol``). Training under XLA draws other random numbers than TensorFlow's kernels,
   so it is compared with fixed dropout/zoneout masks, per block, in ``tests/test_export_keras.py``.
 - **LiteRT**: the exported SavedModel through ``tf.lite.TFLiteConverter.from_saved_model`` with the TFLite builtin
   ops only, run in the LiteRT interpreter (``ai_edge_litert``; the step is left out when it is not installed) with
-  the inputs resized to every size (``deploy_atol``).
+  the inputs resized to every size (``deploy_atol``). A layer pinned :class:`SelectOps` converts with
+  ``SELECT_TF_OPS`` instead: its flex ops are asserted, and so is the interpreter's refusal to run them (no flex
+  delegate in ``ai_edge_litert``).
 
 What a layer cannot do is pinned with a reason (:class:`Skip`, :class:`Fails`, :class:`SelectOps`) in
 :data:`LIMITS` (by class name) or by the test's ``export=``/``xla=``/``litert=`` arguments, and the layer's docstring
@@ -155,7 +158,8 @@ class _Reloader:
         self.root = tempfile.mkdtemp(prefix="speechblocks_export_")
         self.log = open(os.path.join(self.root, "reloader.log"), "w+")  # noqa: SIM115 -- closed in close()
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
-        self.proc = subprocess.Popen([sys.executable, self.script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        # the child removes ``root`` once its stdin closes: xdist workers may end without running atexit
+        self.proc = subprocess.Popen([sys.executable, self.script, self.root], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, cwd=self.root, env=env)
         self.count = 0
         atexit.register(self.close)

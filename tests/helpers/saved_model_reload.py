@@ -6,10 +6,12 @@ It loads the SavedModel with ``tf.saved_model.load`` (no Keras model object, no 
 never imported here, and that is checked), calls the endpoint on each input set ``c`` (arrays ``c{c}_{i}``: a list
 as the endpoint's one argument, or keywords ``c{c}_{name}`` with ``"kwargs"``), writes the flattened outputs
 (``c{c}_{j}``, ``tf.nest.flatten`` order) to ``out.npz`` and answers one line ``{"ok": true}`` or
-``{"ok": false, "error": traceback}`` prefixed by ``RELOAD:``. Stdin closed: exit.
+``{"ok": false, "error": traceback}`` prefixed by ``RELOAD:``. Stdin closed (the test worker ended, however it
+ended): the scratch directory given as the one argument (``speechblocks_export_*``) is removed, then exit.
 """
 import json
 import os
+import shutil
 import sys
 import traceback
 
@@ -53,6 +55,9 @@ def main():
         except Exception:  # noqa: BLE001 -- reported to the test, which fails with it
             reply = {"ok": False, "error": traceback.format_exc()}
         print(PREFIX + json.dumps(reply), flush=True)
+    scratch = sys.argv[1] if len(sys.argv) > 1 else ""
+    if os.path.basename(os.path.normpath(scratch)).startswith("speechblocks_export_"):
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -562,10 +562,11 @@ class Tacotron2Encoder(nn.Module):
     model's own memory in ``eval()`` (embedding -> encoder convolutions -> bidirectional zoneout LSTM [-> the
     speaker embedding tiled and concatenated]).
 
-    It shares the model's parameters (no copy). The LSTM runs as one ``scan`` over time (``torch._higher_order_ops``),
-    the same step maths as :class:`~torch_layers.EncoderRNN`'s TorchScript loop, which an export would unroll (time
-    fixed) and whose all-valid-prefix shortcut reads tensor values. No input checks (the model's
-    :meth:`Tacotron2.forward` does them). From :meth:`Tacotron2.encoder_module`.
+    It shares the model's parameters (no copy). Under ``torch.export`` / ``torch.compile`` the LSTM runs as one ``scan``
+    over time (``torch._higher_order_ops``), the same step maths as :class:`~torch_layers.EncoderRNN`'s TorchScript
+    loop, which an export would unroll (time fixed) and whose all-valid-prefix shortcut reads tensor values; an eager
+    call runs the model's own encoder. No input checks (the model's :meth:`Tacotron2.forward` does them); inference
+    only (no gradient through the LSTM). From :meth:`Tacotron2.encoder_module`.
     """
 
     def __init__(self, model: Tacotron2):
@@ -573,6 +574,8 @@ class Tacotron2Encoder(nn.Module):
         self.model = model
 
     def forward(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor] = None) -> Tensor:
+        if not torch.compiler.is_compiling():  # eager: the model's own path (its TorchScript loop)
+            return self.model._memory(inputs, input_lengths, speaker_embeddings, None, None)
         from torch._higher_order_ops.scan import scan
 
         from .encoder_rnn import reverse_within_lengths_3d

@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import Fails, RecompilesPerLength, Skip, StaticTime, run_torch_module_test
+from tests.helpers.torch_module_test import (
+    Fails,
+    RecompilesPerLength,
+    Skip,
+    StaticTime,
+    run_torch_module_test,
+)
 from torch_layers import CBHG
 from torch_layers.cbhg import max_pool_same
 

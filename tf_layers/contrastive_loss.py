@@ -89,8 +89,8 @@ class ContrastiveLoss(keras.layers.Layer):
     masked steps under same-utterance sampling fails with an ``InvalidArgumentError`` (a ``ValueError``
     in eager mode).
 
-    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
-    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS``: a new-axis slice
+    (``x[:, :, None]``) with unknown dims is no TFLite builtin ``StridedSlice``; the converted model runs only in an
     interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
 
     Example:

@@ -143,10 +143,10 @@ class GaussianEmbedding(keras.layers.Layer):
 
     Masking: frames past an utterance's end hold the embedding of the last (pad) column, as upstream.
 
-    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (``UpperBound``, i.e.
-    ``tf.searchsorted``, and a new-axis slice (``x[:, :, None]``) with unknown dims is no TFLite builtin
-    ``StridedSlice``): the converted model runs only in an interpreter with the flex delegate (TensorFlow
-    kernels), not in ``ai_edge_litert``'s.
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS``: ``tf.searchsorted``
+    (``UpperBound``) and a new-axis slice (``x[:, :, None]``) with unknown dims are no TFLite builtins; the
+    converted model runs only in an interpreter with the flex delegate (TensorFlow kernels), not in
+    ``ai_edge_litert``'s.
 
     Example:
     >>> layer = GaussianEmbedding(10, 4, pad=0)

@@ -65,8 +65,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: ``memory_lengths`` (with ``mask_encoder``); padded memory gets zero weight.
 
-    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
-    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS``: a new-axis slice
+    (``x[:, :, None]``) with unknown dims is no TFLite builtin ``StridedSlice``; the converted model runs only in an
     interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
 
     Example:

@@ -60,8 +60,8 @@ class TAC(TorchStateMixin, keras.layers.Layer):
 
     Masking: through ``valid_mics`` only; Keras masks are not used.
 
-    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (a new-axis slice (``x[:, :,
-    None]``) with unknown dims is no TFLite builtin ``StridedSlice``): the converted model runs only in an
+    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS``: a new-axis slice
+    (``x[:, :, None]``) with unknown dims is no TFLite builtin ``StridedSlice``; the converted model runs only in an
     interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
 
     Example:

@@ -43,6 +43,10 @@ class CBHG(TF1WeightsMixin, nn.Module):
     (reset before the candidate matmul, ``bidirectional_dynamic_rnn`` length semantics). ``train()`` makes
     batch norm use batch statistics (CBHG has no dropout).
 
+    Export (tested by ``run_torch_module_test``): with ``input_lengths`` the input check reads their values, so
+    ``torch.export`` fails; without them the bidirectional GRU's loop over time is unrolled: exported (and ONNX)
+    with time fixed, batch dynamic. ``torch.compile`` compiles again for every new length.
+
     Args:
         input_size: input channels; must equal ``projections[1]`` (residual connection).
         K: number of bank convolutions (widths 1..K).

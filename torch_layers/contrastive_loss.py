@@ -52,6 +52,11 @@ class ContrastiveLoss(nn.Module):
     own batch (a smaller pool than one process's), and quantized targets' perplexity term is the rank's own
     (each rank's codebook usage), as upstream under DDP.
 
+    Export (tested by ``run_torch_module_test``): the masked steps per utterance (a count read from
+    ``spec_masks``) shape the logits, so ``torch.export`` fails. ``torch.compile`` (``aot_eager``) fails when the
+    length turns dynamic (torch 2.13: a view of the masked frames in AOTAutograd); ``dynamic=True`` from the start
+    and the ``eager`` backend run.
+
     Args:
         in_dim: spectrogram channels ``D``.
         proj_dim: channels of the decoder outputs (and of the projected / quantized targets).

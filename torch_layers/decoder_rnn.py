@@ -80,6 +80,10 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
     * teacher-forced sequence: ``inputs`` ``(batch, time, input_size)`` -> ``(outputs, final_states)``, equal to
       stepping; the layer-1 input projection is one matmul before a TorchScript loop.
 
+    Export (tested by ``run_torch_module_test``): the one-step form exports (``torch.export``, ONNX) with a
+    dynamic batch; the sequence form's loop over time is unrolled: exported with time fixed (batch dynamic), and
+    ``torch.compile`` compiles again for every new length.
+
     Args:
         input_size: input features.
         layers: number of LSTM layers.

@@ -108,6 +108,11 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
     length. The input projection of all steps and both directions is one matmul; the recurrent step of both
     directions is one batched matmul in a TorchScript loop.
 
+    Export (tested by ``run_torch_module_test``): with ``input_lengths``, ``torch.export`` (and ONNX) fail: the
+    TorchScript loop counts the leading all-valid steps from the lengths' values, and its loop over time would be
+    unrolled (time fixed). :meth:`Tacotron2.encoder_module` exports the same LSTM with dynamic batch and time (one
+    ``scan``). ``torch.compile`` runs without recompiling per length.
+
     Args:
         input_size: input features.
         size: LSTM units per direction.

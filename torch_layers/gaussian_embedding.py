@@ -122,6 +122,10 @@ class GaussianEmbedding(nn.Module):
     tokens the peak memory is ~0.25x and the time ~0.2x of the seed's (``bench/bench_gaussian_embedding.py``).
     Densities at or below 2e-38 are flushed to 0.
 
+    Export (tested by ``run_torch_module_test``): the output has ``max(sum(durs))`` frames, a value of the input,
+    and the durations are checked by value: ``torch.export`` (and ONNX) fail. ``torch.compile`` runs (graph breaks
+    at those reads) without recompiling per length.
+
     Args:
         num_labels: vocabulary size (``len(vocab.labels)`` in NeMo), rows of ``embed.weight``.
         d_emb: embedding size.

@@ -28,6 +28,10 @@ class GumbelVectorQuantizer(nn.Module):
     * the temperature follows ``max(t0 * decay ** num_updates, t_min)`` through :meth:`set_num_updates`.
     * ids: the argmax of each group (of the noiseless logits) combined as ``((id_0 * V) + id_1) * V + ...``.
 
+    Export (tested by ``run_torch_module_test``): ``torch.export`` works with dynamic batch and time and
+    ``torch.compile`` without recompiling per length; torch 2.13's ONNX translation of the exported program fails
+    (``'float' object has no attribute 'name'``).
+
     Args:
         dim: input channels.
         num_vars: codebook entries per group (``V``).

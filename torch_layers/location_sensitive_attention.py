@@ -69,6 +69,10 @@ class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
     ``attention_bias`` ``[units]``, and ``memory_layer/kernel`` ``[memory_size, units]`` (in a TF1 Tacotron-2
     graph that one lives at the model scope, ``Tacotron_model/inference/memory_layer``: ``Tacotron2`` maps it).
 
+    Export (tested by ``run_torch_module_test``): :func:`check_memory_lengths` reads the lengths' values, so
+    ``torch.export`` fails and ``torch.compile`` specializes on them (compiles again for new lengths). The decoder
+    step of :meth:`Tacotron2Decoder.step_module` holds the same attention without checks and exports.
+
     Args:
         query_size: query features (the decoder LSTM units).
         memory_size: memory features (encoder outputs, plus the speaker embedding for RTVC).

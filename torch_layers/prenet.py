@@ -24,6 +24,11 @@ class Prenet(TF1WeightsMixin, nn.Module):
     ``generator`` or inject ``dropout_masks`` for reproducible runs; ``drop_rate=0`` is deterministic.
     TF1 variables ``dense_{i}/{kernel,bias}`` (``i`` from 1) relative to ``tf1_scope``.
 
+    Export (tested by ``run_torch_module_test``): with ``drop_rate=0`` it exports (``torch.export``, ONNX) with
+    dynamic batch and time; with dropout (always on, as the original) the masks are drawn with ``torch.rand`` of the
+    input's shape, which ``torch.export`` with dynamic shapes rejects (the decoder step of
+    :meth:`Tacotron2Decoder.step_module` draws them with ``rand_like`` and exports).
+
     Args:
         input_size: input features.
         layers_sizes: units of each layer (seed: ``(256, 256)``).

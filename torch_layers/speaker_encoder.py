@@ -100,6 +100,10 @@ class SpeakerEncoder(nn.Module):
     DDP's reduction, i.e. not inside ``no_sync()``). Computing the loss on each rank's own speakers instead would
     contrast each utterance with a subset of the speakers only: another loss.
 
+    Export (tested by ``run_torch_module_test``): ``torch.export`` decomposes ``nn.LSTM`` into a loop over the
+    frames, unrolled: exported (and ONNX) with the number of frames fixed, batch dynamic -- export at the window
+    length used (160 frames in RTVC). ``torch.compile`` runs without recompiling per length.
+
     Args:
         mel_n_channels: mel channels per frame.
         model_hidden_size: LSTM units.

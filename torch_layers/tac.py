@@ -117,6 +117,9 @@ class TAC(nn.Module):
     and the example's valid-mic mean) and are meaningless; padded inputs never influence valid slots,
     even when they are NaN or inf.
 
+    Export (tested by ``run_torch_module_test``): the ``valid_mics`` check reads its values, so ``torch.export``
+    (and ONNX) fail with ``valid_mics``; ``torch.compile`` runs without recompiling per length.
+
     Args:
         input_dim: number of input features ``F``.
         hidden_dim: size of the hidden transforms.

@@ -50,6 +50,13 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     TF1 exchange: :meth:`tf1_weights` / :meth:`load_tf1_weights` use the names of
     :func:`speechblocks.tf1_variable_shapes` (relative to ``Tacotron_model/inference/``, TF1 layouts).
 
+    Export (tested): the whole model does not ``torch.export`` (ids and lengths are checked by value, the decoder
+    loop runs a data-dependent number of steps); :meth:`encoder_module` and :meth:`decoder_step_module` export
+    (``torch.export``, ONNX Runtime) with dynamic batch and ``T_in`` and give the model's numbers, the loop over
+    the steps in the caller (see :class:`~torch_layers.tacotron2_decoder.DecoderStep`). ``torch.compile`` runs the
+    model (graph breaks at the value reads and the TorchScript loop); free running compiles again for every new
+    length, teacher forced does not.
+
     Args:
         hparams: a preset name (``"rtvc"``, ``"rayhane"``), a mapping or an object with the original hparam
             names, or a :class:`speechblocks.Tacotron2HParams`; ``None`` is the RTVC preset.

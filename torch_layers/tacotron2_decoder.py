@@ -315,6 +315,11 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     ``stop_token_projection/projection_stop_token_projection/...``, and the attention's memory layer as
     ``../memory_layer/kernel`` (a TF1 model holds it one level up, at ``Tacotron_model/inference/memory_layer``).
 
+    Export (tested): the whole decoder does not ``torch.export`` (the memory lengths are checked by value, the
+    loop runs a data-dependent number of steps); :meth:`step_module` gives one step and the per-utterance
+    attention memory as modules that export (and run in ONNX Runtime) with dynamic batch and ``T_in``, the loop in
+    the caller. ``torch.compile`` runs it without recompiling per length.
+
     Args:
         memory_size: memory features (encoder outputs, + speaker embedding for RTVC).
         num_mels: mel channels.

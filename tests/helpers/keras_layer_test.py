@@ -3,16 +3,17 @@
 config round-trip, ``.keras`` save/load in safe mode, ``tf.function`` with unknown batch and time,
 dtype policies (mixed_float16 / mixed_bfloat16: float32 variables, outputs in the compute dtype, no
 NaN), ``training=`` honoured, bad input answered by a ``ValueError``, and deployment (inference), each compared
-with the in-process layer on every ``(batch, time)`` of ``sizes``:
+with the in-process layer:
 
 - **SavedModel**: a functional model holding the layer (inputs with unknown batch and time) through
   ``model.export`` (the ``serve`` endpoint), reloaded with ``tf.saved_model.load`` in a **fresh process** that
   never imports speechblocks (one reloader process per test worker, started at the first check, serves every
   layer: one TensorFlow import per worker, not per layer); ``atol``. Nested outputs (RNN states) are exported
-  flattened: a serving signature holds a flat list of tensors.
+  flattened: a serving signature holds a flat list of tensors. Every ``(batch, time)`` of ``sizes``.
 - **XLA**: the layer's inference call in ``tf.function(jit_compile=True)`` (unknown batch and time in the signature)
-  at the first two sizes (``deploy_atol``). Training under XLA draws other random numbers than TensorFlow's kernels,
-  so it is compared with fixed dropout/zoneout masks, per block, in ``tests/test_export_keras.py``.
+  at the first size (``deploy_atol``; every new size compiles anew, and unknown dims are the other checks' part).
+  Training under XLA draws other random numbers than TensorFlow's kernels, so it is compared with fixed
+  dropout/zoneout masks, per block, in ``tests/test_export_keras.py``.
 - **LiteRT**: the exported SavedModel through ``tf.lite.TFLiteConverter.from_saved_model`` with the TFLite builtin
   ops only, run in the LiteRT interpreter (``ai_edge_litert``; the step is left out when it is not installed) with
   the inputs resized to every size (``deploy_atol``). A layer pinned :class:`SelectOps` converts with
@@ -271,16 +272,15 @@ def _litert_check(directory, calls, wants, limit, atol, deterministic):
 
 def _xla_check(layer, make_inputs, sizes, specs, call_kwargs, limit, atol, deterministic):
     """The layer's inference call in ``tf.function(jit_compile=True)`` (unknown dims in the signature) at the first
-    two sizes (each a compilation)."""
+    size (each new size compiles again: seconds per layer)."""
     if isinstance(limit, Fails):  # the failure may be an exception or a wrong output
         _expect_failure(limit, "XLA (jit_compile=True)", lambda: _xla_check(
             layer, make_inputs, sizes, specs, call_kwargs, None, atol, deterministic))
         return
     fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs, jit_compile=True)
-    for b, t in sizes[:2]:
-        a = make_inputs(b, t)
-        _compare(_flat(fn(*a)), layer(*a, training=False, **call_kwargs), atol, deterministic,
-                 f"XLA differs at {(b, t)}")
+    a = make_inputs(*sizes[0])
+    _compare(_flat(fn(*a)), layer(*a, training=False, **call_kwargs), atol, deterministic,
+             f"XLA differs at {sizes[0]}")
 
 
 def run_keras_layer_test(
@@ -321,7 +321,7 @@ def run_keras_layer_test(
             default: every axis unknown except the last (channels). Also the exported model's inputs.
         export: ``None`` (SavedModel exported, reloaded in a fresh process, compared within ``atol`` at every size),
             or a pinned :class:`Fails` / :class:`Skip` (with a reason); default from :data:`LIMITS`.
-        xla: ``None`` (``jit_compile=True`` inference compared within ``deploy_atol`` at ``sizes[:2]``), or
+        xla: ``None`` (``jit_compile=True`` inference compared within ``deploy_atol`` at ``sizes[0]``), or
             :class:`Fails` / :class:`Skip`.
         litert: ``None`` (TFLite builtins, run in LiteRT, ``deploy_atol``), or :class:`SelectOps`, :class:`Fails`,
             :class:`Skip`; needs the SavedModel export.

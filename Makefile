@@ -4,6 +4,8 @@ PIP     := .venv/bin/pip
 STAMP   := .venv/.installed
 PINS    := tensorflow-cpu==2.21.0 torch==2.13.0 tf_keras==2.21.0
 JOBS    ?= 2
+# the deployment checks' runtimes (setup.cfg extra `export`), pinned: the export tests pin what converts
+EXPORT  := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 ai-edge-litert==2.3.0
 
 .PHONY: install test parity demo bench lint clean
 
@@ -13,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py \
-		matplotlib unidecode inflect
+		matplotlib unidecode inflect $(EXPORT)
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP)
 

@@ -70,6 +70,14 @@ def not_padded_message(block: str, r: int, shape_doc: str) -> str:
             "exactly that length); pad or crop targets and outputs, or pass `mask=`")
 
 
+def replica_not_padded_message(block: str, r: int, shape_doc: str) -> str:
+    """On one data-parallel replica (rank) of several: the time axis is not a multiple of ``r`` (the caller appends
+    ``"; got ..."``)."""
+    return (block + ": argument `targets`: inside a data-parallel replica the time axis of `targets` " + shape_doc
+            + " must be a multiple of outputs_per_step=" + str(r) + " holding every length (a slice of a batch padded "
+            "to its longest target)")
+
+
 def shape_mismatch_message(block: str, shape_doc: str) -> str:
     """``outputs`` and ``targets`` differ in shape (the caller appends ``"; got ..."``)."""
     return (block + ": argument `outputs` must have the shape of `targets`, expected shape " + shape_doc

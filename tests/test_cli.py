@@ -43,10 +43,12 @@ def rtvc(tmp_path_factory):
 
 # -- from_migrated: both formats, both frameworks ----------------------------------------------------
 def test_from_migrated_rebuilds_the_same_model_in_both_frameworks(rtvc):
+    import keras
     import torch
 
     import tf_layers
     import torch_layers
+    from torch_layers.tf_batch_norm import TFBatchNorm
 
     km = tf_layers.Tacotron2.from_migrated(rtvc["keras"], tacotron_dropout_rate=0.0)
     tm = torch_layers.Tacotron2.from_migrated(rtvc["torch"], tacotron_dropout_rate=0.0)
@@ -65,6 +67,15 @@ def test_from_migrated_rebuilds_the_same_model_in_both_frameworks(rtvc):
             out = model(torch.from_numpy(ids), None, torch.from_numpy(emb), max_iters=8)
             np.testing.assert_allclose(out["mel_outputs"].numpy(), ref["mel_outputs"], atol=1e-5)
             np.testing.assert_allclose(out["alignments"].numpy(), ref["alignments"], atol=1e-5)
+    # the data-parallel keywords reach the rebuilt model (every batch norm of it)
+    synced = tf_layers.Tacotron2.from_migrated(rtvc["keras"], sync_batch_norm=True, loss_reduction="per_replica")
+    assert (synced.sync_batch_norm, synced.loss_reduction) == (True, "per_replica")
+    norms = [x for x in synced._flatten_layers() if isinstance(x, keras.layers.BatchNormalization)]
+    assert norms and all(x.synchronized for x in norms)
+    for path in (rtvc["torch"], rtvc["keras"]):
+        model = torch_layers.Tacotron2.from_migrated(path, sync_batch_norm=True)
+        norms = [x for x in model.modules() if isinstance(x, TFBatchNorm)]
+        assert model.sync_batch_norm and norms and all(x.sync_batch_norm for x in norms)
 
 
 def test_from_migrated_refuses_what_it_cannot_read(rtvc, tmp_path):

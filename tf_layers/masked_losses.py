@@ -128,7 +128,7 @@ def _mask_from_lengths(lengths, targets, r: int, block: str, shape_doc: str):
         raise ValueError(f"{block}: argument `targets_lengths` has {lengths.shape[0]} entries but `targets` has "
                          f"batch {batch}; expected shape (batch,) with targets {shape_doc}.")
     too_long = common.length_too_long_message(block, shape_doc)
-    not_padded = (replica_not_padded_message(block, r, shape_doc) if shard
+    not_padded = (common.replica_not_padded_message(block, r, shape_doc) if shard
                   else common.not_padded_message(block, r, shape_doc))
     value = _static(lengths)
     if value is not None and time is not None:
@@ -152,12 +152,6 @@ def _mask_from_lengths(lengths, targets, r: int, block: str, shape_doc: str):
     with tf.control_dependencies(checks):
         return tf.sequence_mask(lengths, maxlen=tf.shape(targets)[1], dtype=targets.dtype)
 
-
-def replica_not_padded_message(block: str, r: int, shape_doc: str) -> str:
-    """Inside a replica of several: the time axis is not a multiple of ``r`` (the caller appends ``"; got ..."``)."""
-    return (f"{block}: argument `targets`: inside a data-parallel replica the time axis of `targets` {shape_doc} must "
-            f"be a multiple of outputs_per_step={r} holding every length (a slice of a batch padded to its longest "
-            "target)")
 
 
 def _explicit_mask(mask, targets, block: str, per_channel: bool, shape_doc: str):

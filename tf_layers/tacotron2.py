@@ -565,14 +565,16 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         return out
 
     @classmethod
-    def from_tf1_checkpoint(cls, path, hparams=None, use_ema: bool = False, **overrides) -> Tacotron2:
+    def from_tf1_checkpoint(cls, path, hparams=None, use_ema: bool = False, *, sync_batch_norm: bool = False,
+                            loss_reduction: str = DEFAULT_LOSS_REDUCTION, **overrides) -> Tacotron2:
         """Builds the model a TF1 checkpoint holds and loads every variable of ``Tacotron_model/inference/``.
 
         The shapes give ``n_symbols``, every size, ``outputs_per_step``, the speaker embedding size and
         ``predict_linear`` (see ``speechblocks.tacotron2_schema.INFERABLE``); the rest (rates, stop rule,
         ``max_iters``, masking, smoothing, cumulative weights, batch-norm position, clipping, loss settings) come
         from ``hparams`` -- by default the RTVC preset for a checkpoint with a speaker embedding, else Rayhane's --
-        and ``overrides``.
+        and ``overrides``. ``sync_batch_norm`` and ``loss_reduction`` as for :class:`Tacotron2` (data-parallel
+        training of the loaded model).
 
         Raises:
             ValueError: ``hparams``/``overrides`` that contradict the shapes (one message lists every mismatch),
@@ -585,16 +587,18 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             raise ValueError(f"TF1 checkpoint {os.fspath(path)!r} holds no variable under 'Tacotron_model/inference/'.")
         hp = checkpoint_hparams({k: tuple(v.shape) for k, v in weights.items()}, hparams, overrides,
                                 source=f"TF1 checkpoint {os.fspath(path)!r}")
-        model = cls(hp)
+        model = cls(hp, sync_batch_norm=sync_batch_norm, loss_reduction=loss_reduction)
         model.load_tf1_weights(weights)
         return model
 
     @classmethod
-    def from_migrated(cls, path, hparams=None, **overrides) -> Tacotron2:
+    def from_migrated(cls, path, hparams=None, *, sync_batch_norm: bool = False,
+                      loss_reduction: str = DEFAULT_LOSS_REDUCTION, **overrides) -> Tacotron2:
         """The whole model from a file of ``speechblocks migrate CKPT --to keras OUT`` (``.weights.h5``).
 
         The file carries the hparams the migration resolved; ``hparams`` replaces them and ``overrides`` apply last
         (sizes must agree with the stored tensors; e.g. ``tacotron_dropout_rate=0.0`` for deterministic synthesis).
+        ``sync_batch_norm`` and ``loss_reduction`` as for :class:`Tacotron2`.
         A torch ``.pt`` file cannot be read here: the error names ``torch_layers.Tacotron2.from_migrated``.
 
         Raises:
@@ -604,7 +608,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         """
         from speechblocks.migration.migrate import load_keras_model
 
-        return load_keras_model(path, hparams, overrides, cls)
+        return load_keras_model(path, hparams, overrides, cls,
+                                model_kwargs=dict(sync_batch_norm=sync_batch_norm, loss_reduction=loss_reduction))
 
 
 

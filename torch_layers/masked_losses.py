@@ -111,12 +111,6 @@ def _ratios(numerators: list[torch.Tensor], denominators: list[torch.Tensor], re
     return [_div_no_nan(a, b) for a, b in zip(numerators, denominators)]
 
 
-def replica_not_padded_message(block: str, r: int, shape_doc: str) -> str:
-    """On one rank of several: the time axis is not a multiple of ``r`` (the caller appends ``"; got ..."``)."""
-    return (block + ": argument `targets`: inside a data-parallel replica the time axis of `targets` " + shape_doc
-            + " must be a multiple of outputs_per_step=" + str(r) + " holding every length (a slice of a batch padded "
-            "to its longest target)")
-
 
 def _mask_from_lengths(lengths: Optional[torch.Tensor], targets: torch.Tensor, r: int, block: str,
                        shape_doc: str) -> torch.Tensor:
@@ -134,7 +128,7 @@ def _mask_from_lengths(lengths: Optional[torch.Tensor], targets: torch.Tensor, r
     padded = round_up(longest, r)
     if _sharded():
         if time % r != 0:
-            raise ValueError(replica_not_padded_message(block, r, shape_doc) + "; got max length " + str(longest)
+            raise ValueError(common.replica_not_padded_message(block, r, shape_doc) + "; got max length " + str(longest)
                              + " -> " + str(padded) + " frames for time " + str(time) + ".")
     elif padded != time:
         raise ValueError(common.not_padded_message(block, r, shape_doc) + "; got max length " + str(longest) + " -> "

@@ -112,14 +112,14 @@ def _maybe_block(model, block_path: str):
         return None
 
 
-def _model_from_payload(payload: dict, path: str, hparams, overrides, cls=None):
+def _model_from_payload(payload: dict, path: str, hparams, overrides, cls=None, model_kwargs: dict | None = None):
     if cls is None:
         cls = importlib.import_module("torch_layers").Tacotron2
     state = payload.get("model_state_dict")
     if not isinstance(state, dict):
         raise ValueError(f"{path!r}: the whole model's state dict is missing")
     hp = model_hparams(payload.get("model"), None, path, hparams, overrides)
-    model = cls(hp)
+    model = cls(hp, **(model_kwargs or {}))
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
@@ -129,7 +129,7 @@ def _model_from_payload(payload: dict, path: str, hparams, overrides, cls=None):
 
 
 def load_migrated_model(path: str | os.PathLike, hparams=None, overrides: dict | None = None,
-                        map_location: str | torch.device = "cpu", cls=None):
+                        map_location: str | torch.device = "cpu", cls=None, model_kwargs: dict | None = None):
     """``torch_layers.Tacotron2.from_migrated``: the whole model of a migrated ``.pt`` or ``.weights.h5`` file.
 
     Args:
@@ -138,6 +138,7 @@ def load_migrated_model(path: str | os.PathLike, hparams=None, overrides: dict |
         overrides: hparams by original name applied last (e.g. ``{"tacotron_dropout_rate": 0.0}``).
         map_location: where the tensors go.
         cls: the class to build (a subclass of ``Tacotron2``).
+        model_kwargs: constructor keywords (``sync_batch_norm``).
 
     Returns:
         the model in ``eval()`` mode.
@@ -152,7 +153,7 @@ def load_migrated_model(path: str | os.PathLike, hparams=None, overrides: dict |
 
         mf = read_keras_file(path, read_block_table)
         hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
-        model = (cls or importlib.import_module("torch_layers").Tacotron2)(hp)
+        model = (cls or importlib.import_module("torch_layers").Tacotron2)(hp, **(model_kwargs or {}))
         model.load_tf1_weights(mf.weights, strict=True)
         return model.to(map_location).eval()
     payload = _read_payload(path, map_location)
@@ -160,4 +161,4 @@ def load_migrated_model(path: str | os.PathLike, hparams=None, overrides: dict |
     if payload.get("model") is None:
         raise ValueError(f"{path!r} holds Tacotron-2 blocks, not a whole model (the checkpoint it was migrated from "
                          "had only some blocks): read its blocks with torch_layers.load_migrated")
-    return _model_from_payload(payload, path, hparams, overrides, cls).to(map_location)
+    return _model_from_payload(payload, path, hparams, overrides, cls, model_kwargs).to(map_location)

@@ -63,8 +63,9 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         n_symbols: rows of ``inputs_embedding`` (default 66, or the given ``Tacotron2HParams``').
         sync_batch_norm: under ``DistributedDataParallel``, batch statistics of the **global** batch in every
             batch norm (encoder convolutions, postnet, CBHG; see :mod:`torch_layers.distributed`); default False:
-            each rank's own batch, as the original's multi-GPU towers. Not an hparam of the original (for a model
-            from :meth:`from_tf1_checkpoint` or :meth:`from_migrated`: ``torch_layers.distributed.set_sync_batch_norm``).
+            each rank's own batch, as the original's multi-GPU towers. Not an hparam of the original: also a keyword
+            of :meth:`from_tf1_checkpoint` and :meth:`from_migrated`; ``torch_layers.distributed.set_sync_batch_norm``
+            switches a built model.
         device: factory keyword.
         dtype: factory keyword.
         **overrides: hparams by original name (see :func:`speechblocks.resolve_hparams`).
@@ -414,8 +415,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
                 if is_regularized(k)}
 
     @classmethod
-    def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *, device=None,
-                            dtype=None, **overrides) -> Tacotron2:
+    def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *,
+                            sync_batch_norm: bool = False, device=None, dtype=None, **overrides) -> Tacotron2:
         """Builds the model from a TF1 Tacotron-2 checkpoint (needs TensorFlow: the ``tf`` extra).
 
         The variables under ``Tacotron_model/inference/`` give every size (:func:`speechblocks.infer_hparams`);
@@ -427,6 +428,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             path: checkpoint prefix (``model.ckpt-1000``) or a directory with a ``checkpoint`` file.
             hparams: as for :class:`Tacotron2`; its sizes must agree with the checkpoint.
             use_ema: load the ``<name>/ExponentialMovingAverage`` shadows instead of the raw weights.
+            sync_batch_norm: as for :class:`Tacotron2` (data-parallel training of the loaded model).
             device: factory keyword of the model.
             dtype: factory keyword of the model.
             **overrides: hparams by original name.
@@ -447,18 +449,19 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
                              f"{MODEL_SCOPE!r}.")
         hp = checkpoint_hparams({k: tuple(np.shape(v)) for k, v in weights.items()}, hparams, overrides,
                                 source=f"checkpoint {os.fspath(path)!r}")
-        model = cls(hp, device=device, dtype=dtype)
+        model = cls(hp, sync_batch_norm=sync_batch_norm, device=device, dtype=dtype)
         model.load_tf1_weights(weights)
         return model.eval()
 
     @classmethod
     def from_migrated(cls, path: str | os.PathLike, hparams=None, *, map_location: str | torch.device = "cpu",
-                      **overrides) -> Tacotron2:
+                      sync_batch_norm: bool = False, **overrides) -> Tacotron2:
         """The whole model from a file of ``speechblocks migrate`` -- ``--to torch`` (``.pt``, read with
         ``weights_only=True``) or ``--to keras`` (``.weights.h5``, read with h5py; no TensorFlow needed).
 
         The file carries the hparams the migration resolved; ``hparams`` replaces them and ``overrides`` apply last
         (sizes must agree with the stored tensors; e.g. ``tacotron_dropout_rate=0.0`` for deterministic synthesis).
+        ``sync_batch_norm`` as for :class:`Tacotron2` (data-parallel training of the loaded model).
 
         Returns:
             the model in ``eval()`` mode on ``map_location``.
@@ -470,7 +473,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         """
         from .migrated import load_migrated_model
 
-        return load_migrated_model(path, hparams, overrides, map_location, cls)
+        return load_migrated_model(path, hparams, overrides, map_location, cls,
+                                   model_kwargs=dict(sync_batch_norm=sync_batch_norm))
 
     @torch.jit.unused
     def tf1_loss_and_gradients(self, inputs: Tensor, input_lengths: Optional[Tensor], mel_targets: Tensor,

@@ -500,13 +500,15 @@ def _has_block(model, block_path: str) -> bool:
         return False
 
 
-def load_keras_model(path, hparams=None, overrides: dict | None = None, cls=None, _file=None):
-    """``tf_layers.Tacotron2.from_migrated``: the whole model from a migrated Keras file (see its docstring)."""
+def load_keras_model(path, hparams=None, overrides: dict | None = None, cls=None, _file=None,
+                     model_kwargs: dict | None = None):
+    """``tf_layers.Tacotron2.from_migrated``: the whole model from a migrated Keras file (see its docstring);
+    ``model_kwargs`` go to the constructor (``sync_batch_norm``, ``loss_reduction``)."""
     path = os.fspath(path)
     mf = _file if _file is not None else read_keras_file(path, read_block_table)
     if cls is None:
         cls = importlib.import_module("tf_layers").Tacotron2
     hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
-    model = cls(hp)
+    model = cls(hp, **(model_kwargs or {}))
     model.load_tf1_weights(mf.weights, strict=True)
     return model

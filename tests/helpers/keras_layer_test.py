@@ -40,6 +40,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers.deploy_limits import Fails, Limit, Skip, expect_failure
+
 
 def _flat(x):
     return [np.asarray(t) for t in tf.nest.flatten(x)]
@@ -60,29 +62,6 @@ def _assert_close(a, b, atol, what):
 
 
 # -- deployment checks: what a layer cannot do is pinned with a reason ------------------------------------------
-
-@dataclass(frozen=True)
-class Limit:
-    """A documented limit of a layer under one deployment check; ``reason`` (why) is required."""
-
-    reason: str
-
-    def __post_init__(self):
-        if not isinstance(self.reason, str) or not self.reason.strip():
-            raise ValueError(f"{type(self).__name__} needs a reason string")
-
-
-@dataclass(frozen=True)
-class Skip(Limit):
-    """The check does not run."""
-
-
-@dataclass(frozen=True)
-class Fails(Limit):
-    """The check must fail, with ``match`` in ``"ExceptionType: message"`` (the documented failure)."""
-
-    match: str = ""
-
 
 @dataclass(frozen=True)
 class SelectOps(Limit):
@@ -130,17 +109,6 @@ LIMITS: dict[str, dict[str, Limit] | Callable[[dict, Sequence], dict[str, Limit]
 
 #: ``SPEECHBLOCKS_DEPLOY_CHECKS=0`` leaves the deployment checks out (a quick local run)
 DEPLOY_CHECKS = os.environ.get("SPEECHBLOCKS_DEPLOY_CHECKS", "1") != "0"
-
-
-def _expect_failure(limit: Fails, what: str, fn) -> None:
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 -- the documented failure, whatever its type
-        text = f"{type(e).__name__}: {e}"
-        assert limit.match in text, f"{what}: expected a failure mentioning {limit.match!r}; got {text[:2000]}"
-        return
-    raise AssertionError(f"{what} was pinned as failing ({limit.reason}) but now works: update the pin and the "
-                         "docstring")
 
 
 def _assert_documented(layer_cls, limit: Limit | None, word: str, what: str) -> None:
@@ -248,7 +216,7 @@ def _litert_check(directory, calls, wants, limit, atol, deterministic):
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
     if isinstance(limit, Fails):
-        _expect_failure(limit, "LiteRT conversion", converter.convert)
+        expect_failure(limit, "LiteRT conversion", converter.convert)
         return
     blob = converter.convert()
     if isinstance(limit, SelectOps):
@@ -274,7 +242,7 @@ def _xla_check(layer, make_inputs, sizes, specs, call_kwargs, limit, atol, deter
     """The layer's inference call in ``tf.function(jit_compile=True)`` (unknown dims in the signature) at the first
     size (each new size compiles again: seconds per layer)."""
     if isinstance(limit, Fails):  # the failure may be an exception or a wrong output
-        _expect_failure(limit, "XLA (jit_compile=True)", lambda: _xla_check(
+        expect_failure(limit, "XLA (jit_compile=True)", lambda: _xla_check(
             layer, make_inputs, sizes, specs, call_kwargs, None, atol, deterministic))
         return
     fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs, jit_compile=True)
@@ -406,7 +374,7 @@ def run_keras_layer_test(
             _assert_close(loaded(args, training=False), ref, atol, "reloaded .keras model differs")
     if isinstance(export, Fails):
         with tempfile.TemporaryDirectory() as d:
-            _expect_failure(export, "SavedModel export", lambda: flat_model.export(d, verbose=False))
+            expect_failure(export, "SavedModel export", lambda: flat_model.export(d, verbose=False))
     elif not isinstance(export, Skip):
         reloader = saved_model_reloader()
         directory = reloader.new_dir()

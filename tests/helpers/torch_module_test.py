@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
+from tests.helpers.deploy_limits import Fails, Limit, Skip, expect_failure
+
 
 def _flat(x):
     if isinstance(x, torch.Tensor):
@@ -44,32 +46,9 @@ def _assert_close(a, b, atol, what):
 # -- deployment checks: what a module cannot do is pinned with a reason ------------------------------------------
 
 @dataclass(frozen=True)
-class Limit:
-    """A documented limit of a module under one deployment check; ``reason`` (why) is required."""
-
-    reason: str
-
-    def __post_init__(self):
-        if not isinstance(self.reason, str) or not self.reason.strip():
-            raise ValueError(f"{type(self).__name__} needs a reason string")
-
-
-@dataclass(frozen=True)
-class Skip(Limit):
-    """The check does not run (e.g. the output is random in ``eval()``, so nothing to compare)."""
-
-
-@dataclass(frozen=True)
 class StaticTime(Limit):
     """``torch.export`` / ONNX: the graph fixes the time axis (a Python loop over time is unrolled): exported with a
     dynamic batch only, compared at other batch sizes, and an input of another time length must be rejected."""
-
-
-@dataclass(frozen=True)
-class Fails(Limit):
-    """The check must fail, with ``match`` in ``"ExceptionType: message"`` (the documented failure)."""
-
-    match: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,17 +166,6 @@ def onnx_runtime(exported_program):
     return run
 
 
-def _expect_failure(limit: Fails, what: str, fn) -> None:
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 -- the documented failure, whatever its type
-        text = f"{type(e).__name__}: {e}"
-        assert limit.match in text, f"{what}: expected a failure mentioning {limit.match!r}; got {text[:2000]}"
-        return
-    raise AssertionError(f"{what} was pinned as failing ({limit.reason}) but now works: update the pin and the "
-                         "docstring")
-
-
 def _export_check(m, make_inputs, sizes, atol, export, onnx) -> None:
     """torch.export (and ONNX from the same ExportedProgram) on ``sizes[0]``, compared at the other sizes."""
     (b0, t0) = sizes[0]
@@ -212,7 +180,7 @@ def _export_check(m, make_inputs, sizes, atol, export, onnx) -> None:
             return torch.export.export(m, tuple(args), dynamic_shapes=spec)
 
     if isinstance(export, Fails):
-        _expect_failure(export, "torch.export", run_export)  # (ONNX's dynamo exporter runs torch.export first)
+        expect_failure(export, "torch.export", run_export)  # (ONNX's dynamo exporter runs torch.export first)
         return
     ep = run_export()
     checks = [(b, t) for b, t in sizes[1:]] if not static_time else sorted({(b, t0) for b, _ in sizes if b != b0})
@@ -234,7 +202,7 @@ def _export_check(m, make_inputs, sizes, atol, export, onnx) -> None:
     if isinstance(onnx, Skip):
         return
     if isinstance(onnx, Fails):
-        _expect_failure(onnx, "ONNX export", lambda: onnx_runtime(ep))
+        expect_failure(onnx, "ONNX export", lambda: onnx_runtime(ep))
         return
     run = onnx_runtime(ep)
     for b, t in [(b0, t0)] + checks:
@@ -380,7 +348,7 @@ def run_torch_module_test(
         _export_check(m, make_inputs, sizes, deploy_atol, export, onnx)
     if not isinstance(compile, Skip):
         if isinstance(compile, Fails):
-            _expect_failure(compile, "torch.compile", lambda: _compile_check(m, make_inputs, sizes, deploy_atol, None))
+            expect_failure(compile, "torch.compile", lambda: _compile_check(m, make_inputs, sizes, deploy_atol, None))
         else:
             _compile_check(m, make_inputs, sizes, deploy_atol, compile)
 

@@ -112,6 +112,9 @@ def _regular_file(path: str, what: str, checkpoint: str | None = None) -> int:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if what == "data file":
+            raise CheckpointNotFoundError(f"TF1 checkpoint {checkpoint!r} has an index but no data file: {path!r} is "
+                                          "missing") from None
         raise CheckpointNotFoundError(f"TF1 checkpoint {checkpoint or path!r}: {what} {path!r} is missing") from None
     except OSError as e:
         raise CheckpointError(f"TF1 checkpoint {checkpoint or path!r}: cannot stat {what} {path!r} "

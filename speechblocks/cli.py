@@ -5,6 +5,9 @@ Conventions of every subcommand:
 * exit status 0 on success, 1 when a parity run has a FAIL row, 2 for a usage or input error (a missing or
   unreadable file, bad text, a wrong speaker embedding ...), 3 for an unexpected internal error (a bug);
 * errors are one line on stderr (``speechblocks <command>: error: ...``), without a traceback unless ``--debug``;
+* a TF1 checkpoint is validated before TensorFlow reads it (truncated, corrupted, hostile files: exit 2, one line
+  naming the file and the problem); variables holding NaN/inf are refused (exit 2) unless ``--allow-nonfinite``
+  (``inspect``, ``migrate``: then a warning line); float16/float64 variables are cast to float32 (a warning line);
 * TensorFlow's, absl's and oneDNN's start-up lines are silenced at the file-descriptor level while the frameworks
   load (``--verbose`` lets them through); the command's own progress goes to stderr, its results to stdout.
 
@@ -17,6 +20,10 @@ import contextlib
 import os
 import sys
 import tempfile
+import warnings
+
+from .tf1_checkpoint_file import CheckpointDtypeWarning, NonFiniteWeightsWarning
+from .tf1_checkpoint_reader import ALLOW_NONFINITE_HELP
 
 __all__ = ["main", "build_parser", "UsageError"]
 
@@ -151,7 +158,8 @@ def _cmd_inspect(args) -> int:
     from .migration.inventory import inspect_checkpoint
 
     load_tensorflow()
-    print(format_inventory(inspect_checkpoint(args.checkpoint, use_ema=args.use_ema)))
+    print(format_inventory(inspect_checkpoint(args.checkpoint, use_ema=args.use_ema,
+                                              allow_nonfinite=args.allow_nonfinite)))
     return 0
 
 
@@ -163,7 +171,8 @@ def _cmd_migrate(args) -> int:
         load_torch()
     report = migrate_checkpoint(args.checkpoint, args.to, args.out, use_ema=args.use_ema, strict=not args.no_strict,
                                 dry_run=args.dry_run, progress=lambda line: _say("migrate", line),
-                                hparams=_hparams_arg(args.hparams), overrides=_overrides(args.set))
+                                hparams=_hparams_arg(args.hparams), overrides=_overrides(args.set),
+                                allow_nonfinite=args.allow_nonfinite)
     print(report)
     return 0
 
@@ -320,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
               "per part), its blocks with their inferred configs, and what is skipped.")
     pi.add_argument("checkpoint", help="checkpoint prefix, its .index file, or its directory")
     pi.add_argument("--use-ema", action="store_true", help="report ExponentialMovingAverage shadows as the weights")
+    pi.add_argument("--allow-nonfinite", action="store_true", help=ALLOW_NONFINITE_HELP)
     pi.set_defaults(func=_cmd_inspect)
 
     pm = _sub(sub, "migrate", "migrate a TF1 Tacotron-2 checkpoint to Keras or PyTorch",
@@ -333,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--dry-run", action="store_true", help="build and load everything, write nothing")
     pm.add_argument("--use-ema", action="store_true", help="take the weights from the EMA shadows")
     pm.add_argument("--no-strict", action="store_true", help="skip blocks with missing or mis-shaped variables")
+    pm.add_argument("--allow-nonfinite", action="store_true", help=ALLOW_NONFINITE_HELP)
     pm.set_defaults(func=_cmd_migrate)
 
     ps = _sub(sub, "synthesize", "text to mel spectrogram with a migrated model or a TF1 checkpoint",
@@ -369,6 +380,23 @@ def _one_line(error: BaseException) -> str:
     return lines[0] + ("" if len(lines) == 1 else " " + "; ".join(ln.lstrip("- ") for ln in lines[1:]))
 
 
+@contextlib.contextmanager
+def _checkpoint_warnings_as_lines(command: str):
+    """The checkpoint readers' warnings (NaN/inf let through, dtypes cast) as one ``speechblocks CMD: warning: ...``
+    line each on stderr; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, (NonFiniteWeightsWarning, CheckpointDtypeWarning)):
+                _say(command, f"warning: {message}")
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv=None) -> int:
     """Runs the ``speechblocks`` command line; returns the exit status."""
     global _VERBOSE
@@ -377,7 +405,8 @@ def main(argv=None) -> int:
     _VERBOSE = bool(getattr(args, "verbose", False))
     debug = bool(getattr(args, "debug", False))
     try:
-        return int(args.func(args) or 0)
+        with _checkpoint_warnings_as_lines(args.command):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         _say(args.command, "interrupted")
         return 130

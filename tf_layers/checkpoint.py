@@ -22,58 +22,56 @@ from speechblocks.migration import (
     load_migrated,
     migrate_checkpoint,
 )
+from speechblocks.tf1_checkpoint_file import CheckpointError, CheckpointNotFoundError, NonFiniteWeightsError
+from speechblocks.tf1_checkpoint_reader import TF1CheckpointReader
 
 __all__ = ["read_tf1_checkpoint", "read_tf1_weights", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
-           "migrate_checkpoint", "load_migrated", "MigrationError", "NoTacotronBlocksError"]
+           "migrate_checkpoint", "load_migrated", "MigrationError", "NoTacotronBlocksError", "CheckpointError",
+           "CheckpointNotFoundError", "NonFiniteWeightsError"]
 
 def _norm_prefix(prefix: str) -> str:
     prefix = (prefix or "").strip("/")
     return prefix + "/" if prefix else ""
 
 
-def _reader(path: str):
-    import tensorflow as tf
-
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            raise FileNotFoundError(f"no TF1 checkpoint found in directory {path!r} (no 'checkpoint' index file)")
-        path = latest
-    if not (os.path.exists(path + ".index") or os.path.exists(path)):
-        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (expected {path}.index)")
-    try:
-        return tf.train.load_checkpoint(path)
-    except Exception as e:  # tf raises DataLossError / NotFoundError / OpError
-        raise ValueError(f"cannot read TF1 checkpoint {path!r}: it is truncated or corrupted ({type(e).__name__})") from None
+def _reader(path) -> TF1CheckpointReader:
+    """The validated checkpoint (:mod:`speechblocks.tf1_checkpoint_file`): TensorFlow reads it only after its index,
+    shard sizes and (per tensor read) data checksums passed."""
+    return TF1CheckpointReader(path)
 
 
-def read_tf1_checkpoint(path: str, prefix: str = "") -> dict[str, np.ndarray]:
+def read_tf1_checkpoint(path: str, prefix: str = "", *, allow_nonfinite: bool = False) -> dict[str, np.ndarray]:
     """Reads a TF1 checkpoint into ``{name relative to prefix: array}``.
 
+    The checkpoint is validated before TensorFlow reads it: the index's table structure and checksums, the data
+    shards' sizes, and the CRC-32C of every tensor read (see :mod:`speechblocks.tf1_checkpoint_reader`).
+
     Args:
-        path: checkpoint prefix (``model.ckpt-1000``) or a directory with a ``checkpoint`` file.
+        path: checkpoint prefix (``model.ckpt-1000``), its ``.index`` file, or a directory with a ``checkpoint``
+            state file.
         prefix: keep only variables under this scope; a trailing ``/`` is optional.
+        allow_nonfinite: return variables holding NaN/inf with a ``NonFiniteWeightsWarning`` instead of raising.
 
     Returns:
         the model variables; optimizer slots (``…/Adam``, ``…/Adam_1``), ``global_step`` and
-        ``beta*_power`` are left out.
+        ``beta*_power`` are left out. float16, bfloat16 and float64 variables are cast to float32 (with a
+        ``CheckpointDtypeWarning``); other dtypes are returned as stored.
+
+    Raises:
+        CheckpointNotFoundError (a ``FileNotFoundError``): no checkpoint at ``path``.
+        CheckpointError (a ``ValueError``): a truncated, corrupted or hostile checkpoint; one line naming the
+            file, the tensor when there is one, and the problem.
+        NonFiniteWeightsError (a ``CheckpointError``): NaN/inf values, unless ``allow_nonfinite``.
     """
     reader = _reader(path)
     pre = _norm_prefix(prefix)
-    out = {}
-    for name in sorted(reader.get_variable_to_shape_map()):
-        if is_optimizer_variable(name) or not name.startswith(pre):
-            continue
-        try:
-            out[name[len(pre):]] = np.asarray(reader.get_tensor(name))
-        except Exception as e:  # a truncated data file fails only when the tensor is read
-            raise ValueError(f"cannot read variable {name!r} of TF1 checkpoint {os.fspath(path)!r}: it is truncated "
-                             f"or corrupted ({type(e).__name__})") from None
-    return out
+    names = {name[len(pre):]: name for name in sorted(reader.shapes())
+             if not is_optimizer_variable(name) and name.startswith(pre)}
+    return reader.read(names, allow_nonfinite=allow_nonfinite)
 
 
-def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True, use_ema: bool = False):
+def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True, use_ema: bool = False, *,
+                        allow_nonfinite: bool = False):
     """Loads a block's weights from a TF1 checkpoint.
 
     Args:
@@ -84,18 +82,27 @@ def load_tf1_checkpoint(block, path: str, scope: str, strict: bool = True, use_e
         strict: as in ``load_tf1_weights``.
         use_ema: take ``<var>/ExponentialMovingAverage`` shadows instead of the raw weights where they exist
             (shadows are never passed to the block as variables of their own).
+        allow_nonfinite: load NaN/inf values with a warning instead of raising.
 
     Returns:
         the block's load report.
+
+    Raises:
+        CheckpointError, NonFiniteWeightsError: as :func:`read_tf1_checkpoint`.
+        ValueError: no variable under ``scope``; the block's own strict check.
     """
-    weights = read_tf1_weights(path, scope, use_ema=use_ema)
+    weights = read_tf1_weights(path, scope, use_ema=use_ema, allow_nonfinite=allow_nonfinite)
     if not weights:
         raise ValueError(f"checkpoint {os.fspath(path)!r} holds no variable under scope {scope.rstrip('/')!r}")
     return block.load_tf1_weights(weights, strict=strict)
 
 
-def read_tf1_weights(path: str, scope: str, use_ema: bool = False, require_ema: bool = False) -> dict[str, np.ndarray]:
+def read_tf1_weights(path: str, scope: str, use_ema: bool = False, require_ema: bool = False, *,
+                     allow_nonfinite: bool = False) -> dict[str, np.ndarray]:
     """The model variables under ``scope`` (names relative to it), EMA shadows never listed as variables of their own.
+
+    Only these variables are read (and checksum-verified); they must be floating point (float16/bfloat16/float64
+    cast to float32 with a ``CheckpointDtypeWarning``).
 
     Args:
         path: TF1 checkpoint prefix or directory.
@@ -103,20 +110,25 @@ def read_tf1_weights(path: str, scope: str, use_ema: bool = False, require_ema: 
         use_ema: take ``<var>/ExponentialMovingAverage`` shadows instead of the raw weights where they exist (also
             shadows an optimizer wrote under a doubled scope, ``Tacotron_model/Tacotron_model/inference/...``).
         require_ema: with ``use_ema``, raise ``ValueError`` when no shadow of these variables exists.
+        allow_nonfinite: return NaN/inf values with a ``NonFiniteWeightsWarning`` instead of raising.
+
+    Raises:
+        CheckpointError, NonFiniteWeightsError: as :func:`read_tf1_checkpoint`; also a non-floating variable.
     """
     suffix = "/ExponentialMovingAverage"
     pre = _norm_prefix(scope)
-    everything = read_tf1_checkpoint(path)
-    weights = {k[len(pre):]: v for k, v in everything.items() if k.startswith(pre) and not k.endswith(suffix)}
+    reader = _reader(path)
+    names = [n for n in sorted(reader.shapes()) if not is_optimizer_variable(n)]
+    wanted = {n[len(pre):]: n for n in names if n.startswith(pre) and not n.endswith(suffix)}
     if use_ema:
         shadows = {}
-        for k, v in everything.items():
-            if k.endswith(suffix) and pre in k:
-                base = k[: -len(suffix)]
-                shadows[base[base.rindex(pre) + len(pre):]] = v
-        shadows = {k: v for k, v in shadows.items() if k in weights}
+        for n in names:
+            if n.endswith(suffix) and pre in n:
+                base = n[: -len(suffix)]
+                shadows[base[base.rindex(pre) + len(pre):]] = n
+        shadows = {k: v for k, v in shadows.items() if k in wanted}
         if require_ema and not shadows:
             raise ValueError(f"use_ema=True but checkpoint {os.fspath(path)!r} holds no '<variable>/ExponentialMovingAverage' "
                              f"shadow of the variables under {scope.rstrip('/')!r}.")
-        weights.update(shadows)
-    return weights
+        wanted.update(shadows)
+    return reader.read(wanted, allow_nonfinite=allow_nonfinite, float_only=True)

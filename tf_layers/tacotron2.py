@@ -566,7 +566,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
 
     @classmethod
     def from_tf1_checkpoint(cls, path, hparams=None, use_ema: bool = False, *, sync_batch_norm: bool = False,
-                            loss_reduction: str = DEFAULT_LOSS_REDUCTION, **overrides) -> Tacotron2:
+                            loss_reduction: str = DEFAULT_LOSS_REDUCTION, allow_nonfinite: bool = False,
+                            **overrides) -> Tacotron2:
         """Builds the model a TF1 checkpoint holds and loads every variable of ``Tacotron_model/inference/``.
 
         The shapes give ``n_symbols``, every size, ``outputs_per_step``, the speaker embedding size and
@@ -574,15 +575,20 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         ``max_iters``, masking, smoothing, cumulative weights, batch-norm position, clipping, loss settings) come
         from ``hparams`` -- by default the RTVC preset for a checkpoint with a speaker embedding, else Rayhane's --
         and ``overrides``. ``sync_batch_norm`` and ``loss_reduction`` as for :class:`Tacotron2` (data-parallel
-        training of the loaded model).
+        training of the loaded model). The checkpoint is validated before TensorFlow reads it
+        (``tf_layers.checkpoint.read_tf1_weights``); variables holding NaN/inf are refused unless
+        ``allow_nonfinite`` (then a ``NonFiniteWeightsWarning``); float16/float64 ones are cast to float32.
 
         Raises:
             ValueError: ``hparams``/``overrides`` that contradict the shapes (one message lists every mismatch),
-                an unreadable checkpoint or one without a Tacotron-2 model.
+                a checkpoint without a Tacotron-2 model; ``CheckpointError`` (a ``ValueError``): a truncated,
+                corrupted or hostile checkpoint (one line: file, tensor, problem), ``NonFiniteWeightsError``.
+            FileNotFoundError: no checkpoint at ``path`` (``CheckpointNotFoundError``).
         """
         from .checkpoint import read_tf1_weights
 
-        weights = read_tf1_weights(path, "Tacotron_model/inference", use_ema=use_ema, require_ema=use_ema)
+        weights = read_tf1_weights(path, "Tacotron_model/inference", use_ema=use_ema, require_ema=use_ema,
+                                   allow_nonfinite=allow_nonfinite)
         if not weights:
             raise ValueError(f"TF1 checkpoint {os.fspath(path)!r} holds no variable under 'Tacotron_model/inference/'.")
         hp = checkpoint_hparams({k: tuple(v.shape) for k, v in weights.items()}, hparams, overrides,

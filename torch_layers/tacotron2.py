@@ -416,7 +416,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
 
     @classmethod
     def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *,
-                            sync_batch_norm: bool = False, device=None, dtype=None, **overrides) -> Tacotron2:
+                            sync_batch_norm: bool = False, device=None, dtype=None, allow_nonfinite: bool = False,
+                            **overrides) -> Tacotron2:
         """Builds the model from a TF1 Tacotron-2 checkpoint (needs TensorFlow: the ``tf`` extra).
 
         The variables under ``Tacotron_model/inference/`` give every size (:func:`speechblocks.infer_hparams`);
@@ -431,6 +432,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             sync_batch_norm: as for :class:`Tacotron2` (data-parallel training of the loaded model).
             device: factory keyword of the model.
             dtype: factory keyword of the model.
+            allow_nonfinite: load variables holding NaN/inf (with a ``NonFiniteWeightsWarning``) instead of
+                raising ``NonFiniteWeightsError``.
             **overrides: hparams by original name.
 
         Returns:
@@ -438,12 +441,16 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
 
         Raises:
             ValueError: no model variable in the checkpoint; ``use_ema`` without shadows; given hparams (or
-                overrides) that contradict the checkpoint's shapes (one message listing every mismatch).
+                overrides) that contradict the checkpoint's shapes (one message listing every mismatch);
+                ``CheckpointError``: a truncated, corrupted or hostile checkpoint, validated before TensorFlow reads
+                it (one line: file, tensor, problem); ``NonFiniteWeightsError``: NaN/inf values.
+            FileNotFoundError: no checkpoint at ``path`` (``CheckpointNotFoundError``).
         """
         # lazily: reading a TF1 checkpoint needs TensorFlow, and `import torch_layers` must never import it
         from tf_layers.checkpoint import read_tf1_weights
 
-        weights = read_tf1_weights(path, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema)
+        weights = read_tf1_weights(path, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema,
+                                   allow_nonfinite=allow_nonfinite)
         if not weights:
             raise ValueError(f"Tacotron2.from_tf1_checkpoint: checkpoint {os.fspath(path)!r} holds no variable under "
                              f"{MODEL_SCOPE!r}.")

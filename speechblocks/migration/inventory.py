@@ -1,22 +1,24 @@
 """Sorting a TF1 checkpoint's variables: recognised blocks, optimizer state, EMA shadows, the rest.
 
-Only the variable *list* (names, shapes, dtypes) is read here; values are read later, block by block,
-by :mod:`.migrate`. Reading goes through ``tf.train.load_checkpoint`` (DESIGN §3).
+The checkpoint is validated first (index structure and checksums, shard sizes, then the checksums and NaN/inf
+of the variables that would be migrated: :mod:`speechblocks.tf1_checkpoint_reader`); the variable list (names,
+shapes, dtypes) is then read through ``tf.train.load_checkpoint`` (DESIGN §3), values later, block by block, by
+:mod:`.migrate`.
 """
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 import re
 
 import numpy as np
 
 from ..tacotron2_schema import checkpoint_hparams, infer_hparams, matching_preset, parameters_by_part
+from ..tf1_checkpoint_file import CheckpointError
+from ..tf1_checkpoint_reader import TF1CheckpointReader
 from .schema import BLOCK_KINDS, BlockKind, ConfigInferenceError, NoTacotronBlocksError
 
 __all__ = ["CheckpointInventory", "RecognisedBlock", "ModelFound", "inspect_checkpoint", "open_checkpoint", "EMA_SUFFIX",
-           "is_optimizer_variable"]
+           "is_optimizer_variable", "CheckpointReadError"]
 
 EMA_SUFFIX = "/ExponentialMovingAverage"
 
@@ -31,8 +33,8 @@ def is_optimizer_variable(name: str) -> bool:
     return any(p.search(name) for p in _OPTIMIZER_PATTERNS)
 
 
-class CheckpointReadError(ValueError):
-    """The checkpoint exists but cannot be read (truncated or corrupted)."""
+#: the checkpoint exists but cannot be read (truncated, corrupted, hostile): one class for the whole library
+CheckpointReadError = CheckpointError
 
 
 @dataclasses.dataclass
@@ -180,6 +182,7 @@ class CheckpointInventory:
     use_ema: bool
     dtypes: dict[str, np.dtype]
     model: ModelFound | None = None
+    reader: TF1CheckpointReader | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def problems(self) -> list[str]:
         """Every problem of every block, prefixed with its block path."""
@@ -198,60 +201,18 @@ class CheckpointInventory:
         raise KeyError(path)
 
 
-def _resolve(path) -> str:
-    path = os.fspath(path)
-    if not (os.path.exists(path) or os.path.exists(path + ".index")):
-        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (no such file or directory, and no "
-                                f"{path}.index)")
-    if os.path.isdir(path):
-        import tensorflow as tf
-
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            cands = sorted(glob.glob(os.path.join(path, "*.index")))
-            if len(cands) != 1:
-                raise FileNotFoundError(f"no TF1 checkpoint found in directory {path!r} (no 'checkpoint' file and "
-                                        f"{len(cands)} '.index' files)")
-            latest = cands[0][: -len(".index")]
-        path = latest
-    if path.endswith(".index") and not os.path.exists(path + ".index"):
-        path = path[: -len(".index")]
-    if not os.path.exists(path + ".index"):
-        raise FileNotFoundError(f"TF1 checkpoint {path!r} does not exist (expected {path}.index)")
-    return path
-
-
-def open_checkpoint(path):
-    """``(resolved prefix, reader)`` of a TF1 checkpoint; clear errors for a missing or unreadable one.
+def open_checkpoint(path) -> tuple[str, TF1CheckpointReader]:
+    """``(resolved prefix, reader)`` of a TF1 checkpoint whose index and data shard sizes were validated before
+    TensorFlow touched them (:mod:`speechblocks.tf1_checkpoint_file`).
 
     Raises:
-        FileNotFoundError: nothing at ``path``.
-        CheckpointReadError: the index cannot be parsed, or the data shards are shorter than the
-            variables the index lists (a truncated copy).
+        CheckpointNotFoundError (a ``FileNotFoundError``): nothing at ``path``, a missing ``.index``, a ``checkpoint``
+            state file pointing nowhere.
+        CheckpointReadError (a ``ValueError``): an index or data shard that is empty, truncated, corrupted, a
+            directory, or not a checkpoint's; one line naming the file and the problem.
     """
-    path = _resolve(path)  # before importing TensorFlow: a wrong path answers at once
-    import tensorflow as tf
-
-    try:
-        reader = tf.train.load_checkpoint(path)
-        shapes = reader.get_variable_to_shape_map()
-        dtypes = reader.get_variable_to_dtype_map()
-    except Exception as e:  # DataLossError, OpError, ...: a corrupted index
-        raise CheckpointReadError(f"cannot read TF1 checkpoint {path!r}: its index is truncated or corrupted "
-                                  f"({type(e).__name__})") from None
-    shards = glob.glob(glob.escape(path) + ".data-*")
-    if not shards:
-        raise CheckpointReadError(f"TF1 checkpoint {path!r} has an index but no data file ({path}.data-*)")
-    expected = 0
-    for name, shape in shapes.items():
-        dt = dtypes[name]
-        if dt.is_numpy_compatible and dt != tf.string:
-            expected += int(np.prod(shape)) * dt.size
-    actual = sum(os.path.getsize(s) for s in shards)
-    if actual < expected:
-        raise CheckpointReadError(f"TF1 checkpoint {path!r} is truncated: its data files hold {actual} bytes, "
-                                  f"its index lists {expected} bytes of variables")
-    return path, reader
+    reader = TF1CheckpointReader(path)
+    return reader.prefix, reader
 
 
 def _match_shadows(shadows: dict[str, str], model: set[str]) -> tuple[dict[str, str], list[str]]:
@@ -321,7 +282,7 @@ def _analyse_block(kind: BlockKind, full_scope: str, shapes: dict, full_names: d
     return block
 
 
-def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
+def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = False) -> CheckpointInventory:
     """Recognises every Tacotron-2 block a TF1 checkpoint holds and infers its constructor config.
 
     Works with the ``Tacotron_model/inference/`` prefix (Rayhane-mamah/Tacotron-2, the TF1
@@ -333,20 +294,25 @@ def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
     Args:
         path: checkpoint prefix (``model.ckpt-1000``), its ``.index`` file, or a directory.
         use_ema: read block weights from their ExponentialMovingAverage shadows where they exist.
+        allow_nonfinite: warn (``NonFiniteWeightsWarning``) instead of raising when the variables that would be
+            migrated hold NaN or inf.
+
+    Every variable that would be migrated (the EMA shadow where ``use_ema`` takes it) has its bytes checked against
+    the checksum the index stores and its values checked for NaN/inf; optimizer slots are range-checked only.
 
     Returns:
         a :class:`CheckpointInventory`.
 
     Raises:
         FileNotFoundError: nothing at ``path``.
-        CheckpointReadError (a ``ValueError``): truncated or corrupted checkpoint.
+        CheckpointReadError (a ``ValueError``): truncated or corrupted checkpoint (one line: file, tensor, problem).
+        NonFiniteWeightsError (a ``CheckpointReadError``): NaN/inf values, unless ``allow_nonfinite``.
         NoTacotronBlocksError (a ``ValueError``): no Tacotron-2 block in the checkpoint.
         ValueError: ``use_ema`` with a checkpoint that holds no shadow.
     """
     resolved, reader = open_checkpoint(path)
-    shape_map = {k: tuple(int(d) for d in v) for k, v in reader.get_variable_to_shape_map().items()}
-    dtypes = {k: np.dtype(v.as_numpy_dtype) if v.is_numpy_compatible else np.dtype(object)
-              for k, v in reader.get_variable_to_dtype_map().items()}
+    shape_map = reader.shapes()
+    dtypes = reader.dtypes()
     optimizer, ema, model = [], {}, []
     for name in sorted(shape_map):
         if is_optimizer_variable(name):
@@ -359,6 +325,7 @@ def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
     if use_ema and not ema:
         raise ValueError(f"--use-ema: checkpoint {resolved!r} holds no ExponentialMovingAverage shadow "
                                     f"('<variable>{EMA_SUFFIX}')")
+    reader.check([ema[n] if use_ema and n in ema else n for n in model], allow_nonfinite)
     prefix = _find_prefix(model)
     if prefix is None:
         raise NoTacotronBlocksError(f"checkpoint {resolved!r} holds no Tacotron-2 block (looked for "
@@ -379,4 +346,4 @@ def inspect_checkpoint(path, use_ema: bool = False) -> CheckpointInventory:
         claimed.update(n for n in model if n.startswith(prefix))
     unmigrated = [(n, shape_map[n]) for n in model if n not in claimed]
     unmigrated += [(n, shape_map[n]) for n in orphan_shadows]
-    return CheckpointInventory(resolved, prefix, blocks, unmigrated, optimizer, ema, use_ema, dtypes, found)
+    return CheckpointInventory(resolved, prefix, blocks, unmigrated, optimizer, ema, use_ema, dtypes, found, reader)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, checkpoint_hparams, model_block
-from .inventory import CheckpointInventory, CheckpointReadError, inspect_checkpoint, open_checkpoint
+from .inventory import CheckpointInventory, inspect_checkpoint
 from .migrated_file import (
     FORMAT_VERSION,
     KERAS_FORMAT,
@@ -186,15 +186,10 @@ def _entry(block) -> dict:
             "input_arg": block.kind.input_arg, "tf1_keys": sorted(block.expected_shapes())}
 
 
-def _read_block(reader, inv_path: str, block) -> dict[str, np.ndarray]:
-    out = {}
-    for key, name in block.variables.items():
-        try:
-            out[key] = np.asarray(reader.get_tensor(name))
-        except Exception as e:
-            raise CheckpointReadError(f"cannot read variable {name!r} of TF1 checkpoint {inv_path!r}: it is "
-                                      f"truncated or corrupted ({type(e).__name__})") from None
-    return out
+def _read_weights(inv: CheckpointInventory, variables: dict[str, str], allow_nonfinite: bool) -> dict[str, np.ndarray]:
+    """``{key: array}`` of ``{key: checkpoint name}``, through the inventory's validated reader (checksums, NaN/inf
+    policy, float16/float64 cast to float32, non-floating weights refused)."""
+    return inv.reader.read(variables, allow_nonfinite=allow_nonfinite, float_only=True)
 
 
 class _KerasWriter:
@@ -263,7 +258,7 @@ def _check_classes(to: str, blocks) -> list[str]:
 
 def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, strict: bool = True,
                        dry_run: bool = False, progress: Callable[[str], None] | None = None, hparams=None,
-                       overrides: dict | None = None) -> MigrationReport:
+                       overrides: dict | None = None, allow_nonfinite: bool = False) -> MigrationReport:
     """Migrates a TF1 checkpoint's whole Tacotron-2 -- or, when it holds only some blocks, every block -- to
     Keras or PyTorch.
 
@@ -289,26 +284,33 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
         hparams: whole model only: a preset name, a mapping of original hparam names or ``Tacotron2HParams``
             for what the shapes cannot tell (its sizes must agree with the checkpoint).
         overrides: whole model only: hparams by original name, applied last (e.g. ``{"max_iters": 1000}``).
+        allow_nonfinite: migrate variables holding NaN or inf (with a ``NonFiniteWeightsWarning``) instead of
+            refusing them.
+
+    The checkpoint is validated before TensorFlow reads it (index checksums, shard sizes, the checksums of the
+    migrated variables' bytes); float16/bfloat16/float64 variables are cast to float32 with a
+    ``CheckpointDtypeWarning``; non-floating weights are refused. Nothing is written unless everything succeeds.
 
     Returns:
         a :class:`MigrationReport`.
 
     Raises:
-        FileNotFoundError, ValueError (``CheckpointReadError``, ``NoTacotronBlocksError``,
-        ``MigrationError``): with a one-line message for a missing path, an unreadable checkpoint
-        or a checkpoint without any Tacotron-2 block.
+        FileNotFoundError (``CheckpointNotFoundError``), ValueError (``CheckpointReadError``,
+        ``NonFiniteWeightsError``, ``NoTacotronBlocksError``, ``MigrationError``): with a one-line message for a
+        missing path, a truncated, corrupted or hostile checkpoint (naming the file and the tensor), NaN/inf
+        weights, or a checkpoint without any Tacotron-2 block.
     """
     t_start = time.perf_counter()
     if to not in ("keras", "torch"):
         raise ValueError(f"`to` must be 'keras' or 'torch'; got {to!r}")
     if out is None and not dry_run:
         raise ValueError("`out` (the output file) is required unless dry_run=True")
-    inv = inspect_checkpoint(checkpoint, use_ema=use_ema)
+    inv = inspect_checkpoint(checkpoint, use_ema=use_ema, allow_nonfinite=allow_nonfinite)
     if not inv.blocks:
         raise NoTacotronBlocksError(f"checkpoint {inv.checkpoint!r} holds no Tacotron-2 block")
     model_notes = []
     if inv.model is not None and inv.model.complete:
-        return _migrate_model(inv, to, out, dry_run, progress, hparams, overrides, t_start)
+        return _migrate_model(inv, to, out, dry_run, progress, hparams, overrides, t_start, allow_nonfinite)
     if inv.model is not None:
         model_notes.append("the checkpoint's model is incomplete, so it migrates block by block: "
                            + "; ".join(inv.model.problems[:5]) + (" ..." if len(inv.model.problems) > 5 else ""))
@@ -335,14 +337,13 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
     if not todo:
         raise MigrationError(inv.checkpoint, ["no block can be migrated"] + problems)
 
-    _, reader = open_checkpoint(inv.checkpoint)
     entries = {b.path: _entry(b) for b, _ in todo}
     load_problems: list[str] = []
 
     def run(writer):
         for b, report in todo:
             t0 = time.perf_counter()
-            weights = _read_block(reader, inv.checkpoint, b)
+            weights = _read_weights(inv, b.variables, allow_nonfinite)
             try:
                 if to == "keras":
                     block = _build_keras(entries[b.path], weights)
@@ -388,22 +389,15 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
 
 
 def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progress, hparams, overrides,
-                   t_start: float) -> MigrationReport:
+                   t_start: float, allow_nonfinite: bool = False) -> MigrationReport:
     """The whole-model path of :func:`migrate_checkpoint`."""
     found = inv.model
     try:
         hp = checkpoint_hparams(found.shapes, hparams, overrides, source=f"checkpoint {inv.checkpoint!r}")
     except ValueError as e:
         raise MigrationError(inv.checkpoint, str(e).splitlines()) from None
-    _, reader = open_checkpoint(inv.checkpoint)
     t0 = time.perf_counter()
-    weights = {}
-    for rel, name in found.variables.items():
-        try:
-            weights[rel] = np.asarray(reader.get_tensor(name))
-        except Exception as e:
-            raise CheckpointReadError(f"cannot read variable {name!r} of TF1 checkpoint {inv.checkpoint!r}: it is "
-                                      f"truncated or corrupted ({type(e).__name__})") from None
+    weights = _read_weights(inv, found.variables, allow_nonfinite)
     package = importlib.import_module("tf_layers" if to == "keras" else "torch_layers")
     model = package.Tacotron2(hp)
     try:

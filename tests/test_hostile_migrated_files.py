@@ -20,7 +20,12 @@ import torch
 import tf_layers
 import torch_layers
 from speechblocks.migration import MigratedFileError
-from tests.helpers.migrated_files import CreatesMarker, make_migrated_files, write_malicious
+from tests.helpers.migrated_files import (
+    CreatesMarker,
+    cached_migrated_files,
+    flip_tensor_byte,
+    write_malicious,
+)
 
 KERAS_READERS = {"keras blocks": tf_layers.checkpoint.load_migrated, "keras model": tf_layers.Tacotron2.from_migrated,
                  "torch model": torch_layers.Tacotron2.from_migrated}
@@ -29,8 +34,8 @@ ALL_READERS = {**{f"h5 {k}": v for k, v in KERAS_READERS.items()}, **{f"pt {k}":
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_migrated_files(tmp_path_factory.mktemp("migrated"))
+def files():
+    return cached_migrated_files()
 
 
 def refused(reader, path, match: str):
@@ -187,19 +192,8 @@ def test_the_digest_catches_a_changed_tensor_and_an_edited_table(files, tmp_path
 def test_the_zip_checksums_catch_a_changed_tensor(files, tmp_path):
     """torch.load does not check the CRC-32 of a zip member: a flipped byte in a tensor loads as another number.
     The readers check every member first."""
-    import zipfile
-
     path = _copy(files["model.pt"], tmp_path / "flipped.pt")
-    with zipfile.ZipFile(path) as z:
-        info = next(i for i in z.infolist() if "/data/" in i.filename and i.file_size >= 64)
-    with open(path, "r+b") as fh:  # the member's data follow its local header (30 bytes + name + extra field)
-        fh.seek(info.header_offset + 26)
-        n, m = np.frombuffer(fh.read(4), "<u2")
-        pos = info.header_offset + 30 + int(n) + int(m) + 17
-        fh.seek(pos)
-        byte = fh.read(1)
-        fh.seek(pos)
-        fh.write(bytes([byte[0] ^ 0x01]))
+    flip_tensor_byte(path)
     a, b = torch.load(path, weights_only=True), torch.load(files["model.pt"], weights_only=True)
     assert any(not torch.equal(a["model_state_dict"][k], b["model_state_dict"][k]) for k in b["model_state_dict"])
     for reader in TORCH_READERS.values():

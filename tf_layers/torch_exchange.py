@@ -19,7 +19,7 @@ import numpy as np
 
 from speechblocks.state_dict import StateDictError, array_kind, state_dict_problems
 
-__all__ = ["TorchStateDictError", "IncompatibleKeys", "TorchStateEntry", "load_torch_entries", "TorchLoadReport",
+__all__ = ["TorchStateDictError", "check_torch_state_dict", "to_numpy", "IncompatibleKeys", "TorchStateEntry", "load_torch_entries", "TorchLoadReport",
            "TorchExchange", "TorchStateMixin"]
 
 
@@ -31,7 +31,7 @@ class TorchStateDictError(StateDictError):
         super().__init__(layer, problems, "torch state dict")
 
 
-def _check(layer: str, expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, np.ndarray], strict: bool):
+def check_torch_state_dict(layer: str, expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, np.ndarray], strict: bool):
     """``(missing, unexpected)``, or one :class:`TorchStateDictError` listing every problem (keys, shapes, a
     non-floating value for a floating variable)."""
     problems, missing, unexpected = state_dict_problems({k: (tuple(s), "f") for k, s in expected.items()},
@@ -73,8 +73,8 @@ def load_torch_entries(layer: str, entries: Mapping[str, TorchStateEntry], state
 
     Returns :class:`IncompatibleKeys`; raises :class:`TorchStateDictError` listing every problem.
     """
-    values = {str(k): _to_numpy(v) for k, v in dict(state_dict).items()}
-    missing, unexpected = _check(layer, {k: e.shape() for k, e in entries.items()}, values, strict)
+    values = {str(k): to_numpy(v) for k, v in dict(state_dict).items()}
+    missing, unexpected = check_torch_state_dict(layer, {k: e.shape() for k, e in entries.items()}, values, strict)
     for k, e in entries.items():
         if k in values:
             e.assign(values[k])
@@ -109,7 +109,7 @@ class TorchExchange:
     from_torch: Callable = lambda parts: parts[0]  # noqa: E731
 
 
-def _to_numpy(value):
+def to_numpy(value):
     """A torch tensor (recognised by ``detach``, without importing torch) or array-like as numpy; what does not
     convert (e.g. a bfloat16 tensor) is returned as is, for the checks to name it."""
     try:
@@ -154,7 +154,7 @@ class TorchStateMixin:
         Returns:
             a :class:`TorchLoadReport`.
         """
-        arrays = {str(k): _to_numpy(v) for k, v in dict(state_dict).items()}
+        arrays = {str(k): to_numpy(v) for k, v in dict(state_dict).items()}
         name = type(self).__name__
         if not self.built:
             try:
@@ -162,7 +162,7 @@ class TorchStateMixin:
             except (KeyError, IndexError, ValueError, TypeError) as e:
                 raise TorchStateDictError(name, [f"cannot build the layer from the state dict: {e}"]) from e
         exchanges = self._torch_exchanges()
-        missing, unexpected = _check(name, {k: shape for ex in exchanges for k, shape in zip(ex.keys, ex.shapes)},
+        missing, unexpected = check_torch_state_dict(name, {k: shape for ex in exchanges for k, shape in zip(ex.keys, ex.shapes)},
                                      arrays, strict)
         assign, loaded = [], []
         for ex in exchanges:

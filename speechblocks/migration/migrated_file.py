@@ -297,14 +297,16 @@ class MigratedKerasFile:
 
 def _text_attribute(attrs, name: str, path: str) -> str | None:
     value = attrs.get(name)
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    raise MigratedFileError(f"{path!r}: its attribute {name!r} is not text")
+    if value is None:
+        return None
+    try:
+        text = value.decode("utf-8") if isinstance(value, bytes) else value
+        if isinstance(text, str):
+            text.encode("utf-8")  # h5py hands invalid UTF-8 over as surrogate escapes
+            return text
+    except UnicodeError:
+        pass
+    raise MigratedFileError(f"{path!r}: its attribute {name!r} is not valid text (the file is damaged)")
 
 
 def _read_tensors(f, path: str) -> dict[str, np.ndarray]:
@@ -316,6 +318,11 @@ def _read_tensors(f, path: str) -> dict[str, np.ndarray]:
 
     def visit(name, obj):
         if isinstance(obj, h5py.Dataset):
+            try:
+                name.encode("utf-8")
+            except (AttributeError, UnicodeError):
+                bad.append(f"a tensor name is not valid text ({name!r})")
+                return
             if obj.dtype.kind != "f":
                 bad.append(f"tensor {name!r} has dtype {obj.dtype}, expected floating point")
             elif obj.nbytes > size:

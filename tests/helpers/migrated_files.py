@@ -2,9 +2,13 @@
 :mod:`tests.helpers.tacotron2_checkpoint`) and hostile files made from them, for the hostile-file and fuzz tests."""
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import pickle
 import shlex
+import shutil
+import tempfile
 
 from speechblocks.migration import migrate_checkpoint
 
@@ -33,6 +37,14 @@ def make_migrated_files(directory) -> dict[str, str]:
             out[f"{stem}.{ext}"] = os.path.join(directory, f"{stem}.weights.h5" if ext == "h5" else f"{stem}.pt")
             migrate_checkpoint(source, to, out[f"{stem}.{ext}"])
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def cached_migrated_files() -> dict[str, str]:
+    """:func:`make_migrated_files` once per process (the test modules only read them; they edit copies)."""
+    directory = tempfile.mkdtemp(prefix="speechblocks-migrated-")
+    atexit.register(shutil.rmtree, directory, True)
+    return make_migrated_files(directory)
 
 
 class CreatesMarker:
@@ -64,3 +76,22 @@ def write_malicious(path, marker, form: str, payload: dict | None = None) -> str
     else:
         torch.save(data, path, _use_new_zipfile_serialization=(form == "zip"))
     return path
+
+
+def flip_tensor_byte(path, at: int = 17, mask: int = 0x01) -> None:
+    """Flips bits of byte ``at`` of the first tensor storage (``<archive>/data/<n>``, >= 64 bytes) of a ``torch.save``
+    zip file in place: the zip's CRC-32 no longer matches; ``torch.load`` alone does not notice."""
+    import struct
+    import zipfile
+
+    path = os.fspath(path)
+    with zipfile.ZipFile(path) as z:
+        info = next(i for i in z.infolist() if "/data/" in i.filename and i.file_size >= 64)
+    with open(path, "r+b") as f:
+        f.seek(info.header_offset + 26)  # the local header's own name and extra-field lengths (torch pads the latter)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+        pos = info.header_offset + 30 + name_len + extra_len + at
+        f.seek(pos)
+        byte = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([byte ^ mask]))

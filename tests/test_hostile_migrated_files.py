@@ -243,13 +243,6 @@ H5_BLOCK_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(H5_BLOCK_CASES))
-def test_keras_block_file_damage(files, tmp_path, case):
-    edit, match = H5_BLOCK_CASES[case]
-    path = _edit_h5(files["blocks.h5"], tmp_path / "b.weights.h5", edit)
-    refused(tf_layers.checkpoint.load_migrated, path, match)
-
-
 def _sd(p, block="decoder/decoder_prenet"):
     return p["state_dicts"][block]
 
@@ -286,12 +279,6 @@ PT_BLOCK_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PT_BLOCK_CASES))
-def test_torch_block_file_damage(files, tmp_path, case):
-    edit, match = PT_BLOCK_CASES[case]
-    refused(torch_layers.load_migrated, _edit_pt(files["blocks.pt"], tmp_path / "b.pt", edit), match)
-
-
 # -- whole models ---------------------------------------------------------------------------------
 EMB = "inputs_embedding"
 H5_MODEL_CASES = {
@@ -305,14 +292,6 @@ H5_MODEL_CASES = {
     "damaged model entry": (lambda f: f.attrs.__setitem__("model", '{"class_name": "os.system"}'),
                             "`model` entry is damaged"),
 }
-
-
-@pytest.mark.parametrize("case", sorted(H5_MODEL_CASES))
-def test_keras_model_file_damage(files, tmp_path, case):
-    edit, match = H5_MODEL_CASES[case]
-    path = _edit_h5(files["model.h5"], tmp_path / "m.weights.h5", edit)
-    for reader in KERAS_READERS.values():
-        refused(reader, path, match)
 
 
 def _msd(p):
@@ -340,11 +319,20 @@ PT_MODEL_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PT_MODEL_CASES))
-def test_torch_model_file_damage(files, tmp_path, case):
-    edit, match = PT_MODEL_CASES[case]
-    path = _edit_pt(files["model.pt"], tmp_path / "m.pt", edit)
-    for reader in TORCH_READERS.values():
+GROUPS = {  # cases, file, how it is edited, the readers that must refuse it
+    "h5 blocks": (H5_BLOCK_CASES, "blocks.h5", _edit_h5, {"keras": tf_layers.checkpoint.load_migrated}),
+    "pt blocks": (PT_BLOCK_CASES, "blocks.pt", _edit_pt, {"torch": torch_layers.load_migrated}),
+    "h5 model": (H5_MODEL_CASES, "model.h5", _edit_h5, KERAS_READERS),
+    "pt model": (PT_MODEL_CASES, "model.pt", _edit_pt, TORCH_READERS),
+}
+
+
+@pytest.mark.parametrize("group,case", [(g, c) for g, spec in GROUPS.items() for c in sorted(spec[0])])
+def test_damaged_file_is_refused(files, tmp_path, group, case):
+    cases, key, edit_file, readers = GROUPS[group]
+    edit, match = cases[case]
+    path = edit_file(files[key], tmp_path / os.path.basename(files[key]), edit)
+    for reader in readers.values():
         refused(reader, path, match)
 
 

@@ -183,6 +183,9 @@ GE2E_CASES = {
     "no encoder keys": (lambda s: s.pop("lstm.weight_hh_l0"), "holds no encoder state dict"),
     "1-D first kernel": (lambda s: s.__setitem__("lstm.weight_ih_l0", torch.zeros(32)), "holds no encoder state dict"),
     "inconsistent sizes": (lambda s: s.__setitem__("linear.weight", torch.zeros(5, 7)), "linear.weight"),
+    "huge sizes in empty tensors": (lambda s: s.update({"lstm.weight_hh_l0": torch.zeros(0, 10 ** 6),
+                                                        "linear.weight": torch.zeros(10 ** 6, 0)}),
+                                    r"has shape \[0, 1000000\], expected \[4000000, 1000000\]"),
 }
 
 

@@ -13,7 +13,7 @@ from speechblocks.speaker_encoder import check_speaker_encoder_arguments
 from speechblocks.speaker_encoder import ge2e_eer as _ge2e_eer_numpy
 from speechblocks.state_dict import one_line
 
-from ._state_dict import CheckedLoadStateDict, safe_torch_load
+from ._state_dict import CheckedLoadStateDict, check_module_state_dict, safe_torch_load
 from ._validation import check_float_tensor
 
 __all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
@@ -302,7 +302,7 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
             FileNotFoundError: no such file.
             ValueError: one line naming the file: a damaged file, a pickle of anything else than tensors and plain
                 data (nothing of it runs), no encoder state dict, or one with wrong, missing, extra or mis-shaped
-                keys (then every problem is listed).
+                keys (the problems listed on that line).
         """
         what = "SpeakerEncoder.from_checkpoint: checkpoint"
         data = safe_torch_load(path, map_location, what)
@@ -313,11 +313,12 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
                              "lstm.weight_ih_l0, lstm.weight_hh_l0, linear.weight, ... at top level or under "
                              "'model_state').")
         n_layers = sum(1 for k in state if k.startswith("lstm.weight_ih_l") and "reverse" not in k)
-        try:
-            module = cls(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
-                         model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]),
-                         model_num_layers=n_layers,
-                         model_embedding_size=int(state["linear.weight"].shape[0]), device=device, dtype=dtype)
+        sizes = dict(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
+                     model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]), model_num_layers=n_layers,
+                     model_embedding_size=int(state["linear.weight"].shape[0]))
+        try:  # checked on the meta device first: sizes a damaged file claims allocate nothing
+            check_module_state_dict(cls(**sizes, device="meta"), state, strict)
+            module = cls(**sizes, device=device, dtype=dtype)
             module.load_state_dict(state, strict=strict)
         except ValueError as e:
             raise ValueError(f"{what} {os.fspath(path)!r} does not fit the encoder its shapes describe: "

@@ -78,6 +78,16 @@ def _replace(f, name, data):
     f.create_dataset(name, data=data)
 
 
+def _external(f, name):
+    """``name`` re-created with its bytes in another file (HDF5 external storage): a reader that followed it would
+    read whatever file the path names."""
+    other = f.filename + ".outside"
+    data = np.asarray(f[name][()])
+    data.tofile(other)
+    del f[name]
+    f.create_dataset(name, shape=data.shape, dtype=data.dtype, external=[(other, 0, data.nbytes)])
+
+
 # -- malicious pickles ------------------------------------------------------------------------------
 def test_the_malicious_pickle_is_real(tmp_path):
     """The payload used below does run code when loaded unsafely: it creates the marker file."""
@@ -238,6 +248,8 @@ H5_BLOCK_CASES = {
     "bad config value": (lambda f: f.attrs.__setitem__(
         "blocks", f.attrs["blocks"].replace('"activation": "relu"', '"activation": "__import__"')),
         "does not build a Prenet"),
+    "data in another file": (lambda f: _external(f, "decoder/decoder_prenet/dense_1/bias"),
+                             "keeps its data outside the file"),
     "table not JSON": (lambda f: f.attrs.__setitem__("blocks", "{not json"), "not valid JSON"),
     "no format tag": (lambda f: f.attrs.__delitem__("speechblocks_format"), "not a migrated Keras file"),
 }

@@ -323,7 +323,9 @@ def _read_tensors(f, path: str) -> dict[str, np.ndarray]:
             except (AttributeError, UnicodeError):
                 bad.append(f"a tensor name is not valid text ({name!r})")
                 return
-            if obj.dtype.kind != "f":
+            if obj.is_virtual or obj.external:
+                bad.append(f"tensor {name!r} keeps its data outside the file (external or virtual storage)")
+            elif obj.dtype.kind != "f":
                 bad.append(f"tensor {name!r} has dtype {obj.dtype}, expected floating point")
             elif obj.nbytes > size:
                 bad.append(f"tensor {name!r} claims {obj.nbytes} bytes, more than the file holds")

@@ -22,7 +22,7 @@ from speechblocks.gaussian_embedding import (
     text_shape_doc,
 )
 
-from .torch_exchange import IncompatibleKeys, TorchStateDictError
+from .torch_exchange import IncompatibleKeys, check_torch_state_dict, to_numpy
 
 __all__ = ["GaussianEmbedding", "repeat_merge"]
 
@@ -266,28 +266,9 @@ class GaussianEmbedding(keras.layers.Layer):
         Raises:
             TorchStateDictError: (a ``ValueError``) listing every problem; nothing is assigned.
         """
-        expected = {"embed.weight": (self.num_labels, self.d_emb)}
-        problems, values = [], {}
-        missing = [k for k in expected if k not in state_dict]
-        unexpected = sorted(str(k) for k in state_dict if k not in expected)
-        if strict:
-            problems += [f"missing key {k!r} (expected shape {list(s)})" for k, s in expected.items() if k in missing]
-            problems += [f"unexpected key {k!r}" for k in unexpected]
-        for key, shape in expected.items():
-            if key not in state_dict:
-                continue
-            value = state_dict[key]
-            if hasattr(value, "detach"):  # a torch tensor, without importing torch
-                value = value.detach().cpu().numpy()
-            value = np.asarray(value)
-            if value.dtype.kind not in "fiu":
-                problems.append(f"{key!r} has dtype {value.dtype}, expected a float array")
-            elif tuple(value.shape) != shape:
-                problems.append(f"{key!r} has shape {list(value.shape)}, expected {list(shape)}")
-            else:
-                values[key] = value
-        if problems:
-            raise TorchStateDictError(BLOCK, problems)
+        values = {str(k): to_numpy(v) for k, v in dict(state_dict).items()}
+        missing, unexpected = check_torch_state_dict(BLOCK, {"embed.weight": (self.num_labels, self.d_emb)}, values,
+                                                     strict)
         if not self.built:
             self.build(None)
         if "embed.weight" in values:

@@ -17,19 +17,28 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
-__all__ = ["TorchStateDictError", "IncompatibleKeys", "TorchStateEntry", "load_torch_entries", "TorchLoadReport",
+from speechblocks.state_dict import StateDictError, array_kind, state_dict_problems
+
+__all__ = ["TorchStateDictError", "check_torch_state_dict", "to_numpy", "IncompatibleKeys", "TorchStateEntry", "load_torch_entries", "TorchLoadReport",
            "TorchExchange", "TorchStateMixin"]
 
 
-class TorchStateDictError(ValueError):
+class TorchStateDictError(StateDictError):
     """A torch state dict does not fit a layer; ``problems`` lists every problem (nothing was assigned)."""
 
     def __init__(self, layer: str, problems: list[str]):
         self.layer = layer
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{layer}: cannot load the torch state dict ({len(self.problems)} problem(s)); "
-                         f"nothing was assigned:\n{lines}")
+        super().__init__(layer, problems, "torch state dict")
+
+
+def check_torch_state_dict(layer: str, expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, np.ndarray], strict: bool):
+    """``(missing, unexpected)``, or one :class:`TorchStateDictError` listing every problem (keys, shapes, a
+    non-floating value for a floating variable)."""
+    problems, missing, unexpected = state_dict_problems({k: (tuple(s), "f") for k, s in expected.items()},
+                                                        {k: array_kind(v) for k, v in arrays.items()}, strict)
+    if problems:
+        raise TorchStateDictError(layer, problems)
+    return missing, unexpected
 
 
 class IncompatibleKeys(NamedTuple):
@@ -64,22 +73,8 @@ def load_torch_entries(layer: str, entries: Mapping[str, TorchStateEntry], state
 
     Returns :class:`IncompatibleKeys`; raises :class:`TorchStateDictError` listing every problem.
     """
-    values = {}
-    for k, v in state_dict.items():
-        if hasattr(v, "detach"):  # a torch tensor, without importing torch
-            v = v.detach().cpu().numpy()
-        values[k] = np.asarray(v)
-    missing = [k for k in entries if k not in values]
-    unexpected = sorted(k for k in values if k not in entries)
-    problems = []
-    if strict:
-        problems += [f"missing key {k!r} (expected shape {list(entries[k].shape())})" for k in missing]
-        problems += [f"unexpected key {k!r} (shape {list(values[k].shape)})" for k in unexpected]
-    for k, e in entries.items():
-        if k in values and tuple(values[k].shape) != e.shape():
-            problems.append(f"key {k!r} has shape {list(values[k].shape)}, expected {list(e.shape())}")
-    if problems:
-        raise TorchStateDictError(layer, problems)
+    values = {str(k): to_numpy(v) for k, v in dict(state_dict).items()}
+    missing, unexpected = check_torch_state_dict(layer, {k: e.shape() for k, e in entries.items()}, values, strict)
     for k, e in entries.items():
         if k in values:
             e.assign(values[k])
@@ -114,10 +109,15 @@ class TorchExchange:
     from_torch: Callable = lambda parts: parts[0]  # noqa: E731
 
 
-def _to_numpy(value) -> np.ndarray:
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
+def to_numpy(value):
+    """A torch tensor (recognised by ``detach``, without importing torch) or array-like as numpy; what does not
+    convert (e.g. a bfloat16 tensor) is returned as is, for the checks to name it."""
+    try:
+        if hasattr(value, "detach"):
+            return value.detach().cpu().numpy()
+        return np.asarray(value)
+    except (TypeError, ValueError, RuntimeError):
+        return value
 
 
 class TorchStateMixin:
@@ -154,7 +154,7 @@ class TorchStateMixin:
         Returns:
             a :class:`TorchLoadReport`.
         """
-        arrays = {k: _to_numpy(v) for k, v in dict(state_dict).items()}
+        arrays = {str(k): to_numpy(v) for k, v in dict(state_dict).items()}
         name = type(self).__name__
         if not self.built:
             try:
@@ -162,34 +162,13 @@ class TorchStateMixin:
             except (KeyError, IndexError, ValueError, TypeError) as e:
                 raise TorchStateDictError(name, [f"cannot build the layer from the state dict: {e}"]) from e
         exchanges = self._torch_exchanges()
-        expected = {k for ex in exchanges for k in ex.keys}
-        problems = []
-        missing = sorted(expected - set(arrays))
-        unexpected = sorted(set(arrays) - expected)
-        if strict:
-            problems += [f"missing key {k!r}" for k in missing]
-            problems += [f"unexpected key {k!r}" for k in unexpected]
-        assign = []
-        loaded = []
+        missing, unexpected = check_torch_state_dict(name, {k: shape for ex in exchanges for k, shape in zip(ex.keys, ex.shapes)},
+                                     arrays, strict)
+        assign, loaded = [], []
         for ex in exchanges:
-            present = [k in arrays for k in ex.keys]
-            if not all(present):
-                continue
-            ok = True
-            for key, shape in zip(ex.keys, ex.shapes):
-                got = arrays[key]
-                if tuple(got.shape) != tuple(shape):
-                    problems.append(f"key {key!r}: expected shape {tuple(shape)}, got {tuple(got.shape)}")
-                    ok = False
-                elif not np.issubdtype(got.dtype, np.floating):
-                    problems.append(f"key {key!r}: expected a floating array, got dtype {got.dtype}")
-                    ok = False
-            if ok:
-                value = ex.from_torch(tuple(arrays[k].astype(np.float64) for k in ex.keys))
-                assign.append((ex.variable, value))
+            if all(k in arrays for k in ex.keys):
+                assign.append((ex.variable, ex.from_torch(tuple(arrays[k].astype(np.float64) for k in ex.keys))))
                 loaded.extend(ex.keys)
-        if problems:
-            raise TorchStateDictError(name, problems)
         for variable, value in assign:
             variable.assign(np.asarray(value, dtype=variable.dtype).reshape(tuple(variable.shape)))
         return TorchLoadReport(tuple(loaded), tuple(missing), tuple(unexpected))

@@ -27,7 +27,8 @@ from .masked_losses import (
     masked_mse,
     masked_sigmoid_cross_entropy,
 )
-from .migrated import load_migrated
+from ._state_dict import StateDictError, read_state_dict
+from .migrated import MigratedFileError, load_migrated
 from .postnet import Postnet
 from .prenet import Prenet
 from .sequence_mask import sequence_mask  # last: binds the name to the function, not the submodule
@@ -59,9 +60,11 @@ __all__ = [
     "MaskedLinearLoss",
     "MaskedMSE",
     "MaskedSigmoidCrossEntropy",
+    "MigratedFileError",
     "Postnet",
     "Prenet",
     "SpeakerEncoder",
+    "StateDictError",
     "StopProjection",
     "TAC",
     "TF1GRUCell",
@@ -73,6 +76,7 @@ __all__ = [
     "masked_linear_loss",
     "masked_mse",
     "masked_sigmoid_cross_entropy",
+    "read_state_dict",
     "repeat_merge",
     "sequence_mask",
     "tacotron2_hparams",

@@ -8,11 +8,12 @@ from torch import nn
 # common: the framework-free part (options, checks, message texts), shared with the other framework's twin
 from speechblocks import contrastive_loss as common
 
+from ._state_dict import CheckedLoadStateDict
 from ._validation import check_float_tensor, check_lengths
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 
 
-class ContrastiveLoss(nn.Module):
+class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
     """Contrastive task: find the true latent of every masked spectrogram step among sampled distractors.
 
     Same numbers as NeMo's ``ContrastiveLoss`` (``nemo.collections.asr.losses.ssl_losses.contrastive``):

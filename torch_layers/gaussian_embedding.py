@@ -38,6 +38,8 @@ from speechblocks.gaussian_embedding import (
     text_shape_doc,
 )
 
+from ._state_dict import CheckedLoadStateDict
+
 __all__ = ["GaussianEmbedding", "repeat_merge"]
 
 # a block of weights holds at most this many elements (1 MiB in float32, cache-sized); settable per
@@ -113,7 +115,7 @@ def repeat_merge(x: torch.Tensor, reps: torch.Tensor, pad: int) -> torch.Tensor:
     return _gather_or_pad(x, _merge_indices(reps), pad)
 
 
-class GaussianEmbedding(nn.Module):
+class GaussianEmbedding(CheckedLoadStateDict, nn.Module):
     """TalkNet Gaussian embedding: token embeddings upsampled to frames by Gaussian weights.
 
     Numbers equal the seed's (the blank-free TalkNet ``GaussianEmbedding``) and, with

@@ -9,10 +9,11 @@ from torch import nn
 
 from speechblocks.gumbel_vector_quantizer import annealed_temperature, check_quantizer_arguments
 
+from ._state_dict import CheckedLoadStateDict
 from ._validation import check_float_tensor
 
 
-class GumbelVectorQuantizer(nn.Module):
+class GumbelVectorQuantizer(CheckedLoadStateDict, nn.Module):
     """Vector quantizer with ``groups`` codebooks of ``num_vars`` entries, picked by a Gumbel-softmax.
 
     The state-dict keys and the numbers are those of NeMo's / fairseq's ``GumbelVectorQuantizer``

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 from typing import Optional
 
 import torch
@@ -12,7 +11,9 @@ from torch.nn.utils import clip_grad_norm_
 
 from speechblocks.speaker_encoder import check_speaker_encoder_arguments
 from speechblocks.speaker_encoder import ge2e_eer as _ge2e_eer_numpy
+from speechblocks.state_dict import one_line
 
+from ._state_dict import CheckedLoadStateDict, check_module_state_dict, safe_torch_load
 from ._validation import check_float_tensor
 
 __all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
@@ -76,7 +77,7 @@ def ge2e_eer(sim_matrix: torch.Tensor) -> float:
     return _ge2e_eer_numpy(sim_matrix.detach().cpu().numpy())
 
 
-class SpeakerEncoder(nn.Module):
+class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
     """GE2E speaker encoder (Wan et al., 2018) as in Real-Time-Voice-Cloning, with upstream state-dict keys.
 
     A ``model_num_layers``-layer LSTM over mel frames; the last layer's final hidden state goes through
@@ -298,23 +299,30 @@ class SpeakerEncoder(nn.Module):
             the module with the checkpoint's weights.
 
         Raises:
-            ValueError: the file holds objects other than weights, or no encoder state dict.
+            FileNotFoundError: no such file.
+            ValueError: one line naming the file: a damaged file, a pickle of anything else than tensors and plain
+                data (nothing of it runs), no encoder state dict, or one with wrong, missing, extra or mis-shaped
+                keys (the problems listed on that line).
         """
-        try:
-            data = torch.load(path, map_location=map_location, weights_only=True)
-        except pickle.UnpicklingError as e:
-            raise ValueError(f"SpeakerEncoder.from_checkpoint: {os.fspath(path)!r} holds objects other than "
-                             f"tensors and plain containers; refused to unpickle them (weights_only=True). {e}") from e
+        what = "SpeakerEncoder.from_checkpoint: checkpoint"
+        data = safe_torch_load(path, map_location, what)
         state = data.get("model_state", data) if isinstance(data, dict) else None
-        if not isinstance(state, dict) or "lstm.weight_ih_l0" not in state or "linear.weight" not in state:
-            raise ValueError(f"SpeakerEncoder.from_checkpoint: {os.fspath(path)!r} holds no encoder state dict "
-                             "(expected keys lstm.weight_ih_l0, linear.weight, ... at top level or under 'model_state').")
+        if not isinstance(state, dict) or not all(isinstance(state.get(k), torch.Tensor) and state[k].dim() == 2
+                                                  for k in ("lstm.weight_ih_l0", "lstm.weight_hh_l0", "linear.weight")):
+            raise ValueError(f"{what} {os.fspath(path)!r} holds no encoder state dict (expected 2-D tensors "
+                             "lstm.weight_ih_l0, lstm.weight_hh_l0, linear.weight, ... at top level or under "
+                             "'model_state').")
         n_layers = sum(1 for k in state if k.startswith("lstm.weight_ih_l") and "reverse" not in k)
-        module = cls(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
-                     model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]),
-                     model_num_layers=n_layers,
-                     model_embedding_size=int(state["linear.weight"].shape[0]), device=device, dtype=dtype)
-        module.load_state_dict(state, strict=strict)
+        sizes = dict(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
+                     model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]), model_num_layers=n_layers,
+                     model_embedding_size=int(state["linear.weight"].shape[0]))
+        try:  # checked on the meta device first: sizes a damaged file claims allocate nothing
+            check_module_state_dict(cls(**sizes, device="meta"), state, strict)
+            module = cls(**sizes, device=device, dtype=dtype)
+            module.load_state_dict(state, strict=strict)
+        except ValueError as e:
+            raise ValueError(f"{what} {os.fspath(path)!r} does not fit the encoder its shapes describe: "
+                             f"{one_line(getattr(e, 'problems', [str(e)]))}") from None
         return module
 
     def extra_repr(self) -> str:

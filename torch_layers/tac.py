@@ -10,6 +10,7 @@ from torch import nn
 from speechblocks.tac import check_tac_sizes, tac_activation
 
 from . import activations, norms
+from ._state_dict import CheckedLoadStateDict
 from ._validation import check_float_tensor
 
 __all__ = ["TAC", "make_activation"]
@@ -84,7 +85,7 @@ def make_activation(name: str, device=None, dtype=None) -> nn.Module:
     return Activation(key)
 
 
-class TAC(nn.Module):
+class TAC(CheckedLoadStateDict, nn.Module):
     r"""Transform-Average-Concatenate inter-microphone block (Luo et al., ICASSP 2020), asteroid's layout.
 
     For every time position (``chunk_size`` x ``n_chunks``) and every microphone, the features go

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from .inventory import CheckpointInventory, RecognisedBlock, inspect_checkpoint, is_optimizer_variable
 from .migrate import MigrationError, MigrationReport, load_migrated, migrate_checkpoint
+from .migrated_file import MigratedFileError
 from .schema import BLOCK_PATHS, NoTacotronBlocksError
 
 __all__ = [
     "BLOCK_PATHS",
     "CheckpointInventory",
+    "MigratedFileError",
     "MigrationError",
     "MigrationReport",
     "NoTacotronBlocksError",

@@ -43,20 +43,27 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..state_dict import one_line
 from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, checkpoint_hparams, model_block
 from .inventory import CheckpointInventory, inspect_checkpoint
 from .migrated_file import (
     FORMAT_VERSION,
     KERAS_FORMAT,
     TORCH_FORMAT,
+    MigratedFileError,
+    content_digest,
+    file_error,
     model_entry,
     model_hparams,
+    read_block_table,
     read_keras_file,
+    tensor_digest,
 )
 from .schema import BLOCK_CLASSES, NoTacotronBlocksError
 
 __all__ = ["MigrationError", "MigrationReport", "BlockReport", "migrate_checkpoint", "load_migrated",
-           "KERAS_FORMAT", "TORCH_FORMAT", "FORMAT_VERSION"]
+           "load_keras_model", "read_block_table", "MigratedFileError", "KERAS_FORMAT", "TORCH_FORMAT",
+           "FORMAT_VERSION"]
 
 
 class MigrationError(ValueError):
@@ -202,20 +209,28 @@ class _KerasWriter:
         self.f.attrs["source_checkpoint"] = os.path.abspath(inv.checkpoint)
         self.f.attrs["use_ema"] = bool(inv.use_ema)
         self.entries = entries
+        self.digests: dict[str, str] = {}  # the readers check the file's sha256 (migrated_file.content_digest)
+        self.model_json = None
+
+    def _dataset(self, name: str, value):
+        value = np.asarray(value)
+        self.f.create_dataset(name, data=value)
+        self.digests[name] = tensor_digest(name, value)
 
     def add(self, path: str, tf1_weights: dict):
-        group = self.f.create_group(path)
         for key in sorted(tf1_weights):
-            group.create_dataset(key, data=np.asarray(tf1_weights[key]))
+            self._dataset(f"{path}/{key}", tf1_weights[key])
         self.entries[path]["tf1_keys"] = sorted(tf1_weights)
 
     def add_model(self, model_json: str, tf1_weights: dict):
-        self.f.attrs["model"] = model_json
+        self.f.attrs["model"] = self.model_json = model_json
         for name in sorted(tf1_weights):
-            self.f.create_dataset(name, data=np.asarray(tf1_weights[name]))
+            self._dataset(name, tf1_weights[name])
 
     def close(self):
-        self.f.attrs["blocks"] = json.dumps(self.entries, sort_keys=True)
+        blocks = json.dumps(self.entries, sort_keys=True)
+        self.f.attrs["blocks"] = blocks
+        self.f.attrs["sha256"] = content_digest(blocks, self.model_json, self.digests)
         self.f.close()
 
 
@@ -439,25 +454,11 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
 
 
 # -- reading a migrated Keras file ---------------------------------------------------------------
-def read_block_table(blocks_json: str, path: str) -> dict:
-    """Parses and validates the JSON block table of a migrated file."""
-    try:
-        table = json.loads(blocks_json)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path!r}: the block table is not valid JSON") from None
-    if not isinstance(table, dict):
-        raise ValueError(f"{path!r}: the block table is not a JSON object")
-    for block_path, entry in table.items():
-        if not isinstance(entry, dict) or entry.get("class_name") not in BLOCK_CLASSES:
-            raise ValueError(f"{path!r}: block {block_path!r} names an unknown class "
-                             f"{entry.get('class_name') if isinstance(entry, dict) else entry!r}")
-        if not isinstance(entry.get("config"), dict) or not isinstance(entry.get("input_size"), int):
-            raise ValueError(f"{path!r}: block {block_path!r} lacks its config or input size")
-    return table
-
-
 def load_migrated(path) -> dict:
     """Loads a file written by ``speechblocks migrate --to keras``.
+
+    All or nothing: the file's integrity (``sha256``), block table, configs and tensors are checked before any
+    layer is built; any problem raises one :class:`MigratedFileError` line naming the file.
 
     Args:
         path: the migrated ``.weights.h5`` file.
@@ -470,20 +471,23 @@ def load_migrated(path) -> dict:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not a migrated Keras file (e.g. a torch ``.pt`` file), or a damaged one.
+        MigratedFileError (a ``ValueError``): not a migrated Keras file (e.g. a torch ``.pt`` file), a newer format
+            version, damage, a config contradicting the tensors, missing, unknown, mis-shaped or non-floating
+            tensors.
     """
     path = os.fspath(path)
     mf = read_keras_file(path, read_block_table)
     if mf.model is not None:
         model = load_keras_model(path, _file=mf)
         return {p: model_block(model, p) for p in MODEL_BLOCK_ATTRIBUTES if _has_block(model, p)}
+    mf.check_blocks(path)
     blocks = {}
     for block_path, entry in mf.table.items():
-        weights = mf.block_weights(block_path)
-        missing = [k for k in entry["tf1_keys"] if k not in weights]
-        if len(missing) == len(entry["tf1_keys"]):
-            raise ValueError(f"{path!r}: block {block_path!r} has no weight group")
-        blocks[block_path] = _build_keras(entry, {k: weights[k] for k in entry["tf1_keys"] if k in weights})
+        try:
+            blocks[block_path] = _build_keras(entry, mf.block_weights(block_path))
+        except (TypeError, ValueError, KeyError) as e:  # a config the class refuses (checked shapes load)
+            raise file_error(path, f"block {block_path!r}: its config does not build a {entry['class_name']}: "
+                             + one_line(getattr(e, "problems", None) or [str(e)])) from None
     return blocks
 
 
@@ -497,12 +501,20 @@ def _has_block(model, block_path: str) -> bool:
 def load_keras_model(path, hparams=None, overrides: dict | None = None, cls=None, _file=None,
                      model_kwargs: dict | None = None):
     """``tf_layers.Tacotron2.from_migrated``: the whole model from a migrated Keras file (see its docstring);
-    ``model_kwargs`` go to the constructor (``sync_batch_norm``, ``loss_reduction``)."""
+    ``model_kwargs`` go to the constructor (``sync_batch_norm``, ``loss_reduction``).
+
+    Raises:
+        MigratedFileError (a ``ValueError``): as :func:`load_migrated`, plus a file of blocks only and hparams
+            contradicting the tensors; nothing is returned then.
+    """
     path = os.fspath(path)
     mf = _file if _file is not None else read_keras_file(path, read_block_table)
     if cls is None:
         cls = importlib.import_module("tf_layers").Tacotron2
     hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
     model = cls(hp, **(model_kwargs or {}))
-    model.load_tf1_weights(mf.weights, strict=True)
+    try:
+        model.load_tf1_weights(mf.weights, strict=True)
+    except ValueError as e:
+        raise file_error(path, e) from None
     return model

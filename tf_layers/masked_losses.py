@@ -203,6 +203,18 @@ def _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block):
 
 # -- functions -----------------------------------------------------------------------------------------
 
+def _select(mask, *tensors):
+    """Masking by selection: ``(weights, tensors)`` with ``weights`` the mask broadcast to the tensors' shape
+    and every tensor replaced by 0 where its weight is 0 -- *before* any arithmetic, so NaN/inf in the padding
+    reaches neither the value nor the gradient (``where(keep, f(x), 0)`` would still back-propagate
+    ``0 * f'(NaN) = NaN``); the gradient of a padding entry is exactly 0. For finite inputs the loss and its
+    gradients equal TF1's ``loss * mask`` form (padding adds ``0 * f(0) = 0`` instead of ``0 * f(x) = 0``)."""
+    weights = mask * tf.ones_like(tensors[0])
+    keep = tf.not_equal(weights, 0)
+    return weights, [tf.where(keep, t, tf.zeros_like(t)) for t in tensors]
+
+
+
 def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None,
                reduction: str = DEFAULT_LOSS_REDUCTION):
     """Masked mean squared error of TF1 Tacotron-2 (``MaskedMSE`` of the seed).
@@ -247,7 +259,7 @@ def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 3, doc)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     with tf.control_dependencies(checks):
-        weights = mask * tf.ones_like(targets)
+        weights, (targets, outputs) = _select(mask, targets, outputs)
         total = tf.reduce_sum(weights * tf.math.squared_difference(outputs, targets))
         return distributed_mean(total, tf.math.count_nonzero(weights, dtype=targets.dtype), reduction)
 
@@ -302,6 +314,7 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 2, doc)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, False, doc)
     with tf.control_dependencies(checks):
+        mask, (targets, outputs) = _select(mask, targets, outputs)
         losses = tf.nn.weighted_cross_entropy_with_logits(labels=targets, logits=outputs,
                                                           pos_weight=tf.cast(pos_weight, targets.dtype))
         masked = losses * mask
@@ -355,7 +368,7 @@ def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_st
     n = _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     with tf.control_dependencies(checks):
-        weights = mask * tf.ones_like(targets)
+        weights, (targets, outputs) = _select(mask, targets, outputs)
         masked_l1 = tf.abs(targets - outputs) * weights
         denominator = tf.reduce_sum(weights)
         low_denominator = denominator if low_band_norm == "full_mask" else tf.reduce_sum(weights[:, :, :n])

@@ -186,6 +186,20 @@ def _count_nonzero_ftz(x: torch.Tensor) -> torch.Tensor:
 
 # -- functions -----------------------------------------------------------------------------------------
 
+def _select(mask: torch.Tensor, targets: torch.Tensor,
+            outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Masking by selection: ``(weights, targets, outputs)`` with ``weights`` the mask expanded to the targets'
+    shape and both tensors replaced by 0 where the weight is 0 -- *before* any arithmetic, so NaN/inf in the
+    padding reaches neither the value nor the gradient (``where(keep, f(x), 0)`` would still back-propagate
+    ``0 * f'(NaN) = NaN``); the gradient of a padding entry is exactly 0. For finite inputs the loss and its
+    gradients equal TF1's ``loss * mask`` form (padding adds ``0 * f(0) = 0`` instead of ``0 * f(x) = 0``)."""
+    weights = mask.expand(targets.shape)
+    keep = weights != 0
+    zero = torch.zeros((), dtype=targets.dtype, device=targets.device)
+    return weights, torch.where(keep, targets, zero), torch.where(keep, outputs, zero)
+
+
+
 def masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None, *,
                outputs_per_step: int, mask: Optional[torch.Tensor] = None,
                reduction: str = DEFAULT_LOSS_REDUCTION) -> torch.Tensor:
@@ -223,7 +237,7 @@ def _masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: O
     doc = "(batch, time, channels)"
     targets, outputs = _targets_outputs(targets, outputs, block, 3, doc)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
-    weights = m.expand(targets.shape)
+    weights, targets, outputs = _select(m, targets, outputs)
     total = (weights * (outputs - targets) ** 2).sum()
     return _ratios([total], [(weights != 0).sum().to(targets.dtype)], reduction)[0]
 
@@ -274,6 +288,7 @@ def _masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
         raise ValueError(block + ": argument `pos_weight` must be a finite number; got " + str(pos_weight) + ".")
     targets, outputs = _targets_outputs(targets, outputs, block, 2, doc)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, False, doc)
+    m, targets, outputs = _select(m, targets, outputs)
     log_weight = 1.0 + (pos_weight - 1.0) * targets
     # TensorFlow flushes subnormal float results to zero on CPU: exp(-|x|) for |x| > ~87 (float32) is 0 there,
     # which decides whether a loss value is exactly 0 (and so whether it counts in the seed's divisor)
@@ -336,7 +351,7 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
         raise ValueError(block + ": argument `num_freq` must be >= 1; got " + str(freq) + ".")
     n = priority_frequencies(sample_rate, freq)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
-    weights = m.expand(targets.shape)
+    weights, targets, outputs = _select(m, targets, outputs)
     masked_l1 = (targets - outputs).abs() * weights
     denominator = weights.sum()
     low = max(n, 0)

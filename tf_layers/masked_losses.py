@@ -4,6 +4,12 @@ Functions with the seed's arguments (``masked_mse`` ...) plus ``keras.losses.Los
 semantics. Every loss computes in float32 (float64 when an input is float64), whatever the dtype of its
 inputs, so float16/bfloat16 tensors of mixed-precision models neither overflow nor lose the sum.
 
+Masking by selection: every loss replaces the padding (mask 0) of ``targets`` and ``outputs`` by 0 *before* any
+arithmetic, so NaN/inf in the padding reach neither the value nor the gradients (TF1's ``loss * mask`` gives NaN
+there: ``0 * NaN``), and the gradient of every padding entry is exactly 0. For finite inputs the values and the
+gradients are TF1's (parity rows of ``parity_tests/cases/masked_losses.py``). NaN/inf at valid positions propagate
+as in TF1; an all-zero mask gives 0.0.
+
 Data-parallel training (``tf.distribute``: ``MirroredStrategy``, ``MultiWorkerMirroredStrategy``): every loss
 takes ``reduction=`` -- how it reduces over the replicas when it runs inside a replica of a strategy with more
 than one replica (``strategy.run``, ``Model.fit``):
@@ -490,6 +496,9 @@ _LOSS_DOC = """
 class MaskedMSE(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_mse` (TF1 ``tf.losses.mean_squared_error(weights=mask)``).
 
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
+
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
         packed: read lengths packed into ``y_true`` by :meth:`pack`.
@@ -514,6 +523,9 @@ class MaskedMSE(_MaskedLoss):
 @keras.saving.register_keras_serializable(package="speechblocks")
 class MaskedSigmoidCrossEntropy(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_sigmoid_cross_entropy` (stop-token loss; ``y_pred`` are logits).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
@@ -551,6 +563,9 @@ class MaskedSigmoidCrossEntropy(_MaskedLoss):
 @keras.saving.register_keras_serializable(package="speechblocks")
 class MaskedLinearLoss(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_linear_loss` (L1 with priority below 2 kHz).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.

@@ -5,6 +5,12 @@ Every loss computes in float32 (float64 when an input is float64), whatever the 
 float16/bfloat16 outputs of autocast regions neither overflow nor lose the sum. The modules (and
 ``sequence_mask``) are TorchScript-able; the keyword-only functions call the same scripted code.
 
+Masking by selection: every loss replaces the padding (mask 0) of ``targets`` and ``outputs`` by 0 *before* any
+arithmetic, so NaN/inf in the padding reach neither the value nor the gradients (TF1's ``loss * mask`` gives NaN
+there: ``0 * NaN``), and the gradient of every padding entry is exactly 0. For finite inputs the values and the
+gradients are TF1's (parity rows of ``parity_tests/cases/masked_losses.py``). NaN/inf at valid positions propagate
+as in TF1; an all-zero mask gives 0.0.
+
 Data-parallel training (``DistributedDataParallel``; see :mod:`torch_layers.distributed`): every loss takes
 ``reduction=`` -- how it reduces over the ranks of an initialised ``torch.distributed`` process group with more
 than one rank:
@@ -369,6 +375,9 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
 class MaskedMSE(nn.Module):
     """Module form of :func:`masked_mse` (TF1 ``tf.losses.mean_squared_error(weights=mask)``).
 
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
+
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
         reduction: ``"global"`` (default) or ``"per_replica"``: how the loss reduces over the ranks of a
@@ -407,6 +416,9 @@ class MaskedMSE(nn.Module):
 
 class MaskedSigmoidCrossEntropy(nn.Module):
     """Module form of :func:`masked_sigmoid_cross_entropy` (stop-token loss on logits).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1.
@@ -452,6 +464,9 @@ class MaskedSigmoidCrossEntropy(nn.Module):
 
 class MaskedLinearLoss(nn.Module):
     """Module form of :func:`masked_linear_loss` (L1 with priority below 2 kHz).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1.

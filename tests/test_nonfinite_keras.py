@@ -110,37 +110,26 @@ def test_nonfinite_padding_stays_out_of_the_lengths(name):
     assert not got[1, 3:].any()
 
 
-def _value_and_grads(fn, targets, outputs, lengths, **kw):
-    t, o = tf.constant(targets), tf.constant(outputs)
-    with tf.GradientTape() as tape:
-        tape.watch([t, o])
-        value = fn(t, o, lengths, outputs_per_step=2, **kw)
-    gt, go = tape.gradient(value, [t, o])
-    return float(value), np.asarray(gt), np.asarray(go)
-
-
 _FUNCTIONS = {"MaskedMSE": tf_layers.masked_mse, "MaskedSigmoidCrossEntropy": tf_layers.masked_sigmoid_cross_entropy,
               "MaskedLinearLoss": tf_layers.masked_linear_loss}
 
 
+def _value_and_grads(loss, targets, outputs, lengths, **kw):
+    t, o = tf.constant(targets), tf.constant(outputs)
+    with tf.GradientTape() as tape:
+        tape.watch([t, o])
+        value = _FUNCTIONS[loss](t, o, lengths, outputs_per_step=2, **kw)
+    gt, go = tape.gradient(value, [t, o])
+    return float(value), np.asarray(gt), np.asarray(go)
+
+
+def _class_value(loss, targets, outputs, lengths, **kw):
+    return getattr(tf_layers, loss)(outputs_per_step=2, **kw)((targets, lengths), outputs)
+
+
 @pytest.mark.parametrize("loss", nf.LOSSES)
 def test_masked_loss_ignores_nonfinite_padding(loss):
-    targets, outputs, lengths, pad = nf.loss_inputs(loss)
-    kw = nf.loss_kwargs(loss)
-    zt, zo = np.where(pad, 0, targets), np.where(pad, 0, outputs)
-    dt = nf.with_nonfinite(targets, pad) if loss != "MaskedSigmoidCrossEntropy" else targets
-    do = nf.with_nonfinite(outputs, pad, 1)
-    value, gt, go = _value_and_grads(_FUNCTIONS[loss], dt, do, lengths, **kw)
-    ref = nf.numpy_loss(loss, zt, zo, lengths, **kw)
-    assert value == pytest.approx(ref, rel=1e-6)
-    _, gt_clean, go_clean = _value_and_grads(_FUNCTIONS[loss], targets, outputs, lengths, **kw)
-    for got, clean in ((gt, gt_clean), (go, go_clean)):
-        assert np.isfinite(got).all()
-        assert not got[pad].any()  # exactly 0 on the padding
-        np.testing.assert_allclose(got, clean, rtol=1e-6, atol=1e-9)  # and the clean gradients elsewhere
-    # the loss class: same value (lengths in a tuple)
-    cls = getattr(tf_layers, loss)(outputs_per_step=2, **kw)
-    assert float(cls((dt, lengths), do)) == pytest.approx(ref, rel=1e-6)
+    nf.check_selection(loss, _value_and_grads, _class_value)
 
 
 @pytest.mark.parametrize("count,divisor", [("mask", 4), ("nonzero_loss", 2)])

@@ -15,14 +15,6 @@ from tests.helpers import nonfinite as nf
 G = np.random.default_rng(8)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _x(*shape):
     return G.standard_normal(shape).astype(np.float32)
 
@@ -134,39 +126,28 @@ def test_nonfinite_padding_stays_out_of_the_lengths(name):
             assert not got[1, 3:].any()
 
 
-def _value_and_grads(fn, targets, outputs, lengths, **kw):
-    t = torch.tensor(targets, requires_grad=True)
-    o = torch.tensor(outputs, requires_grad=True)
-    value = fn(t, o, torch.from_numpy(lengths), outputs_per_step=2, **kw)
-    gt, go = torch.autograd.grad(value, [t, o])
-    return float(value), gt.numpy(), go.numpy()
-
-
 _FUNCTIONS = {"MaskedMSE": torch_layers.masked_mse,
               "MaskedSigmoidCrossEntropy": torch_layers.masked_sigmoid_cross_entropy,
               "MaskedLinearLoss": torch_layers.masked_linear_loss}
 
 
+def _value_and_grads(loss, targets, outputs, lengths, **kw):
+    t = torch.tensor(targets, requires_grad=True)
+    o = torch.tensor(outputs, requires_grad=True)
+    value = _FUNCTIONS[loss](t, o, torch.from_numpy(lengths), outputs_per_step=2, **kw)
+    gt, go = torch.autograd.grad(value, [t, o])
+    return float(value), gt.numpy(), go.numpy()
+
+
+def _scripted_class_value(loss, targets, outputs, lengths, **kw):
+    module = torch.jit.script(getattr(torch_layers, loss)(outputs_per_step=2, **kw))
+    return module(torch.from_numpy(targets), torch.from_numpy(outputs), torch.from_numpy(lengths))
+
+
 @pytest.mark.parametrize("loss", nf.LOSSES)
 def test_masked_loss_ignores_nonfinite_padding(loss):
-    targets, outputs, lengths, pad = nf.loss_inputs(loss)
-    kw = nf.loss_kwargs(loss)
-    zt, zo = np.where(pad, 0, targets), np.where(pad, 0, outputs)
-    dt = nf.with_nonfinite(targets, pad) if loss != "MaskedSigmoidCrossEntropy" else targets
-    do = nf.with_nonfinite(outputs, pad, 1)
-    value, gt, go = _value_and_grads(_FUNCTIONS[loss], dt, do, lengths, **kw)
-    ref = nf.numpy_loss(loss, zt, zo, lengths, **kw)
-    assert value == pytest.approx(ref, rel=1e-6)
-    _, gt_clean, go_clean = _value_and_grads(_FUNCTIONS[loss], targets, outputs, lengths, **kw)
-    for got, clean in ((gt, gt_clean), (go, go_clean)):
-        assert np.isfinite(got).all()
-        assert not got[pad].any()  # exactly 0 on the padding
-        np.testing.assert_allclose(got, clean, rtol=1e-6, atol=1e-9)  # and the clean gradients elsewhere
-    # the module, eager and TorchScript: same value
-    module = getattr(torch_layers, loss)(outputs_per_step=2, **kw)
-    for fn in (module, torch.jit.script(module)):
-        assert float(fn(torch.from_numpy(dt), torch.from_numpy(do), torch.from_numpy(lengths))) == pytest.approx(
-            ref, rel=1e-6)
+    """Eager functions (value, gradients) and the TorchScript-compiled loss modules."""
+    nf.check_selection(loss, _value_and_grads, _scripted_class_value)
 
 
 @pytest.mark.parametrize("count,divisor", [("mask", 4), ("nonzero_loss", 2)])

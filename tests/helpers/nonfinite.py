@@ -4,6 +4,7 @@ formulas, DESIGN §4, on inputs whose padding is zeroed)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from speechblocks.validation_messages import NONFINITE_MASKED_LOSS, NONFINITE_TF1, NONFINITE_TORCH_NATIVE
 
@@ -91,3 +92,27 @@ def loss_kwargs(loss: str) -> dict:
 EXTREME_TARGETS = np.array([[1.0, 0.0, 1.0, 0.0]], np.float32)
 EXTREME_LOGITS = np.array([[1e4, 1e4, -1e4, -1e4]], np.float32)
 EXTREME_PER_ELEMENT = np.array([0.0, 1e4, 2e4, 0.0])  # z=1 right, z=0 wrong, z=1 wrong (x pos_weight), z=0 right
+
+
+def check_selection(loss: str, value_and_grads, class_value) -> None:
+    """The masked-loss selection claims for one framework: NaN/+inf/-inf in the padding of ``outputs`` (and of
+    ``targets``, but for the 0/1 stop labels) give the float64 reference value of the zeroed padding, finite
+    gradients that are exactly 0 on the padding and equal the clean gradients elsewhere; the loss class too.
+
+    Args:
+        value_and_grads: ``(loss, targets, outputs, lengths, **kw) -> (value, d/d targets, d/d outputs)`` (numpy).
+        class_value: ``(loss, targets, outputs, lengths, **kw) -> value`` of the loss class.
+    """
+    targets, outputs, lengths, pad = loss_inputs(loss)
+    kw = loss_kwargs(loss)
+    ref = numpy_loss(loss, np.where(pad, 0, targets), np.where(pad, 0, outputs), lengths, **kw)
+    dirty_t = with_nonfinite(targets, pad) if loss != "MaskedSigmoidCrossEntropy" else targets
+    dirty_o = with_nonfinite(outputs, pad, 1)
+    value, *grads = value_and_grads(loss, dirty_t, dirty_o, lengths, **kw)
+    assert float(value) == pytest.approx(ref, rel=1e-6)
+    _, *clean = value_and_grads(loss, targets, outputs, lengths, **kw)
+    for got, want in zip(grads, clean):
+        assert np.isfinite(got).all()
+        assert not got[pad].any()  # exactly 0 on the padding
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)  # and the clean gradients elsewhere
+    assert float(class_value(loss, dirty_t, dirty_o, lengths, **kw)) == pytest.approx(ref, rel=1e-6)

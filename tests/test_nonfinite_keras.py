@@ -159,3 +159,25 @@ def test_large_finite_values_and_all_masked_batches():
             value = fn(a, a, [0, 0], outputs_per_step=2, mask=tf.zeros(a.shape[:2]), **kw)
         assert float(value) == 0.0
         assert not np.asarray(tape.gradient(value, a)).any()
+
+
+def test_tacotron2_loss_masked_terms_ignore_nonfinite_padding():
+    """``tacotron2_loss`` with ``mask_decoder``: NaN/inf in the padding of targets and outputs give the loss of the
+    zeroed padding, with finite gradients w.r.t. the outputs (0 on the padding)."""
+    model = tf_layers.Tacotron2("rtvc", n_symbols=8, **nf.LOSS_MODEL)
+    model(np.array([[1, 2, 3], [4, 5, 0]], np.int32), np.array([3, 2], np.int32),
+          speaker_embeddings=np.zeros((2, 2), np.float32), mel_targets=np.zeros((2, 4, 3), np.float32))  # builds
+    clean, dirty, pads = nf.loss_batch()
+    values = {}
+    for name, batch in (("clean", clean), ("dirty", dirty)):
+        outs = {k: tf.constant(batch[k]) for k in ("decoder_outputs", "mel_outputs", "stop_token_prediction")}
+        with tf.GradientTape() as tape:
+            tape.watch(list(outs.values()))
+            losses = tf_layers.tacotron2_loss(model, outs, batch["mel_targets"], batch["stop_token_targets"],
+                                              batch["lengths"])
+        grads = tape.gradient(losses["loss"], list(outs.values()))
+        values[name] = {k: float(v) for k, v in losses.items()}
+        for g, k in zip(grads, outs):
+            assert np.isfinite(g).all() and not np.asarray(g)[pads[k]].any()
+    assert all(np.isfinite(v) for v in values["dirty"].values())
+    assert values["dirty"] == pytest.approx(values["clean"], rel=1e-6)

@@ -176,3 +176,24 @@ def test_large_finite_values_and_all_masked_batches():
         assert float(value) == 0.0
         (grad,) = torch.autograd.grad(value, a)
         assert not grad.any()
+
+
+def test_tacotron2_loss_masked_terms_ignore_nonfinite_padding():
+    """``tacotron2_loss`` with ``mask_decoder``: NaN/inf in the padding of targets and outputs give the loss of the
+    zeroed padding, with finite gradients w.r.t. the outputs (0 on the padding)."""
+    torch.manual_seed(0)
+    model = torch_layers.Tacotron2("rtvc", n_symbols=8, **nf.LOSS_MODEL)
+    clean, dirty, pads = nf.loss_batch()
+    values = {}
+    for name, batch in (("clean", clean), ("dirty", dirty)):
+        outs = {k: torch.tensor(batch[k], requires_grad=True) for k in ("decoder_outputs", "mel_outputs",
+                                                                         "stop_token_prediction")}
+        losses = torch_layers.tacotron2_loss(model, outs, torch.from_numpy(batch["mel_targets"]),
+                                             torch.from_numpy(batch["stop_token_targets"]),
+                                             torch.from_numpy(batch["lengths"]))
+        grads = torch.autograd.grad(losses["loss"], list(outs.values()))
+        values[name] = {k: float(v) for k, v in losses.items()}
+        for g, k in zip(grads, outs):
+            assert torch.isfinite(g).all() and not g.numpy()[pads[k]].any()
+    assert all(np.isfinite(v) for v in values["dirty"].values())
+    assert values["dirty"] == pytest.approx(values["clean"], rel=1e-6)

@@ -116,3 +116,31 @@ def check_selection(loss: str, value_and_grads, class_value) -> None:
         assert not got[pad].any()  # exactly 0 on the padding
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)  # and the clean gradients elsewhere
     assert float(class_value(loss, dirty_t, dirty_o, lengths, **kw)) == pytest.approx(ref, rel=1e-6)
+
+
+#: a small RTVC model whose loss masks the decoder (``tacotron2_loss`` tests)
+LOSS_MODEL = dict(embedding_dim=8, enc_conv_channels=8, enc_conv_kernel_size=3, encoder_lstm_units=4, attention_dim=4,
+                  attention_filters=2, attention_kernel=3, prenet_layers=[4, 4], decoder_layers=1, decoder_lstm_units=6,
+                  postnet_channels=4, postnet_num_layers=2, num_mels=3, outputs_per_step=2, speaker_embedding_size=2,
+                  mask_decoder=True)
+
+
+def loss_batch():
+    """``(zeroed, dirty, pads)`` for ``tacotron2_loss``: batch 2, 6 frames, lengths [6, 3]; ``dirty`` holds
+    NaN/+inf/-inf in the padding of every target and output (0/1 stop targets: NaN-free), ``zeroed`` 0 there;
+    ``pads`` the boolean padding of each output."""
+    g = np.random.default_rng(3)
+    lengths = np.array([6, 3], np.int32)
+    pad2 = np.arange(6)[None] >= lengths[:, None]
+    pad3 = np.broadcast_to(pad2[:, :, None], (2, 6, 3)).copy()
+    zeroed = {"mel_targets": g.standard_normal((2, 6, 3)).astype(np.float32),
+              "decoder_outputs": g.standard_normal((2, 6, 3)).astype(np.float32),
+              "mel_outputs": g.standard_normal((2, 6, 3)).astype(np.float32),
+              "stop_token_prediction": g.standard_normal((2, 6)).astype(np.float32),
+              "stop_token_targets": (g.uniform(size=(2, 6)) < 0.3).astype(np.float32), "lengths": lengths}
+    pads = {k: (pad2 if zeroed[k].ndim == 2 else pad3) for k in zeroed if k != "lengths"}
+    dirty = dict(zeroed)
+    for i, k in enumerate(("mel_targets", "decoder_outputs", "mel_outputs", "stop_token_prediction")):
+        zeroed[k] = np.where(pads[k], 0, zeroed[k]).astype(np.float32)
+        dirty[k] = with_nonfinite(zeroed[k], pads[k], i)
+    return zeroed, dirty, pads

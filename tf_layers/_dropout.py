@@ -8,6 +8,9 @@ import tensorflow as tf
 def tf1_dropout(x, rate: float, seed_generator, mask=None, name: str = "dropout_mask"):
     """Inverted dropout: ``x / (1 - rate) * keep_mask`` with ``keep_mask ~ Bernoulli(1 - rate)``.
 
+    Dropped entries are *selected* to 0 (TF's ``dropout`` is ``where(keep, x * scale, 0)``): a NaN/inf that
+    is dropped gives 0, as in the TF1 reference, not ``0 * NaN``.
+
     Args:
         x: input tensor.
         rate: drop probability in [0, 1).
@@ -30,6 +33,6 @@ def tf1_dropout(x, rate: float, seed_generator, mask=None, name: str = "dropout_
             if mask.shape.rank != x.shape.rank or not mask.shape.is_compatible_with(x.shape):
                 raise ValueError(f"argument `{name}` must have the shape of the dropped tensor {x.shape}; got {mask.shape}.")
         mask = tf.cast(mask, x.dtype)
-    if rate == 0.0:
-        return x * mask
-    return x * tf.cast(1.0 / (1.0 - rate), x.dtype) * mask
+    # selection, as TF's `dropout` (`where(keep, x * scale, 0)`): a dropped NaN/inf gives 0, not 0 * NaN
+    kept = x * mask if rate == 0.0 else x * tf.cast(1.0 / (1.0 - rate), x.dtype) * mask
+    return tf.where(tf.not_equal(mask, 0), kept, tf.zeros_like(kept))

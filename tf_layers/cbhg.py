@@ -19,6 +19,8 @@ from .tf1_gru_cell import TF1GRUCell, bidirectional_tf1_gru
 class CBHG(TF1WeightsMixin, keras.layers.Layer):
     """CBHG as in TF1 Tacotron-2: conv bank -> max-pool -> 2 projections -> residual -> highways -> BiGRU.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     1. Convolution bank: ``K`` :class:`Conv1DBlock` (conv -> batch norm -> relu, no dropout) of widths
        ``1..K`` and ``conv_channels`` channels each, TF ``'same'`` padding (even widths pad ``(k−1)//2``
        before and the rest after), concatenated on channels.

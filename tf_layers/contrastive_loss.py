@@ -33,6 +33,8 @@ def _normalize(x):
 class ContrastiveLoss(keras.layers.Layer):
     """Contrastive task: find the true latent of every masked spectrogram step among sampled distractors.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     Keras twin of ``torch_layers.ContrastiveLoss`` (NeMo's wav2vec-style loss): targets
     ``spectrograms^T`` zero-padded to a multiple of the decoder length and ``combine_time_steps`` frames
     stacked per step; projected (``target_proj``) or quantized (``quantizer``); a step is masked when the

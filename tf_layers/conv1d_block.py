@@ -16,6 +16,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin
 class Conv1DBlock(TF1WeightsMixin, keras.layers.Layer):
     """1-D convolution -> batch norm -> activation -> dropout, as TF1 Tacotron-2's ``conv1d``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Convolution with bias and TF ``'same'`` padding (even kernels pad ``(k-1)//2`` before and the rest
     after); batch norm with TF1 defaults (epsilon 1e-3, momentum 0.99); dropout only when training.
     ``bn_position="after"`` gives Rayhane's later order: conv -> activation -> batch norm -> dropout.

@@ -64,6 +64,8 @@ def stacked_scan(gx0, w_hh0, kernels, biases, c0, h0, keep_c, keep_h, z: float):
 class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
     """Stack of ``layers`` unidirectional zoneout LSTMs, TF1 Tacotron-2's ``DecoderRNN``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     A ``MultiRNNCell`` of :class:`ZoneoutLSTMCell` named ``decoder_LSTM_1 .. decoder_LSTM_L``: each layer feeds
     the next its raw LSTM output (before zoneout); the states carry the zoned-out ``(c, h)``.
 

@@ -147,6 +147,8 @@ class ConvStack(TF1WeightsMixin, keras.layers.Layer):
 class EncoderConvolutions(ConvStack):
     """Tacotron-2 encoder convolutions: ``num_layers`` x (conv -> batch norm -> activation -> dropout).
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Each layer is a :class:`~tf_layers.Conv1DBlock` under the TF1 scope ``conv_layer_{i}_<tf1_scope>``
     (``i`` from 1), with TF ``'same'`` padding, TF1 batch norm (epsilon 1e-3, momentum 0.99) and TF1
     keep-prob dropout that is active **only in training**.

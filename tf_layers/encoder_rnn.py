@@ -72,6 +72,8 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
 class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
     """Bidirectional one-layer zoneout LSTM, TF1 Tacotron-2's ``EncoderRNN``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Exactly ``tf.nn.bidirectional_dynamic_rnn(sequence_length=input_lengths)`` over two
     :class:`ZoneoutLSTMCell` (``encoder_fw_LSTM``, ``encoder_bw_LSTM``): the backward direction runs each
     sequence reversed within its own length, outputs past a sequence's length are zeros and the states stop

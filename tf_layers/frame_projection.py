@@ -63,6 +63,8 @@ class ProjectionBase(TF1WeightsMixin, keras.layers.Layer):
 class FrameProjection(ProjectionBase):
     """Dense projection ``activation(inputs @ kernel + bias)`` under the TF1 name ``projection_<tf1_scope>``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Args:
         shape: int, output units (``r * num_mels`` for the decoder, ``num_mels`` after the postnet).
         activation: Keras activation name or callable; ``None`` (seed default) is a linear projection.

@@ -112,6 +112,8 @@ def repeat_merge(x, reps, pad):
 class GaussianEmbedding(keras.layers.Layer):
     """TalkNet Gaussian embedding: token embeddings upsampled to frames by Gaussian weights.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     ``blank_free=True`` (the seed's variant): the input interleaves blanks with the tokens,
     ``(blank, tok_1, blank, ..., tok_n, blank)``; the first blank is kept, the others are dropped and
     their durations added to the token before them. ``blank_free=False`` is standard TalkNet. Then two

@@ -25,6 +25,8 @@ def _sample_gumbel(shape, seed_generator):
 class GumbelVectorQuantizer(keras.layers.Layer):
     """Vector quantizer with ``groups`` codebooks of ``num_vars`` entries picked by a Gumbel-softmax.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     Keras twin of ``torch_layers.GumbelVectorQuantizer`` (NeMo / fairseq semantics):
     logits ``weight_proj(x)`` (``groups * num_vars``, kernel ~ N(0, 1), bias 0); in inference each group
     takes the one-hot argmax, in training the straight-through hard Gumbel-softmax at ``curr_temp``

@@ -11,6 +11,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin
 class HighwayNet(TF1WeightsMixin, keras.layers.Layer):
     """Highway layer ``y = H(x)·T(x) + x·(1 − T(x))`` as TF1 Tacotron-2's ``HighwayNet``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     ``H`` is a relu dense layer, ``T`` a sigmoid dense layer whose bias starts at −1 (the gate
     initially favours the carry path). Both are ``units`` wide, so the input must be ``units`` wide too.
 

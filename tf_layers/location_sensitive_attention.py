@@ -26,6 +26,8 @@ def score_mask(memory_lengths, max_time):
 class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
     """Location-sensitive attention (Chorowski et al. 2015) exactly as TF1 Tacotron-2 computes it.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     The memory (encoder outputs) is zeroed past each sequence's length when ``mask_encoder`` and projected
     once to keys by ``memory_layer`` (no bias). At each decoder step, with the query ``q`` (the new decoder
     LSTM output) and the state ``s`` (previous alignments, cumulated when ``cumulate_weights``)::

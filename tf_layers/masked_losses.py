@@ -4,6 +4,12 @@ Functions with the seed's arguments (``masked_mse`` ...) plus ``keras.losses.Los
 semantics. Every loss computes in float32 (float64 when an input is float64), whatever the dtype of its
 inputs, so float16/bfloat16 tensors of mixed-precision models neither overflow nor lose the sum.
 
+Masking by selection: every loss replaces the padding (mask 0) of ``targets`` and ``outputs`` by 0 *before* any
+arithmetic, so NaN/inf in the padding reach neither the value nor the gradients (TF1's ``loss * mask`` gives NaN
+there: ``0 * NaN``), and the gradient of every padding entry is exactly 0. For finite inputs the values and the
+gradients are TF1's (parity rows of ``parity_tests/cases/masked_losses.py``). NaN/inf at valid positions propagate
+as in TF1; an all-zero mask gives 0.0.
+
 Data-parallel training (``tf.distribute``: ``MirroredStrategy``, ``MultiWorkerMirroredStrategy``): every loss
 takes ``reduction=`` -- how it reduces over the replicas when it runs inside a replica of a strategy with more
 than one replica (``strategy.run``, ``Model.fit``):
@@ -203,6 +209,18 @@ def _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block):
 
 # -- functions -----------------------------------------------------------------------------------------
 
+def _select(mask, *tensors):
+    """Masking by selection: ``(weights, tensors)`` with ``weights`` the mask broadcast to the tensors' shape
+    and every tensor replaced by 0 where its weight is 0 -- *before* any arithmetic, so NaN/inf in the padding
+    reaches neither the value nor the gradient (``where(keep, f(x), 0)`` would still back-propagate
+    ``0 * f'(NaN) = NaN``); the gradient of a padding entry is exactly 0. For finite inputs the loss and its
+    gradients equal TF1's ``loss * mask`` form (padding adds ``0 * f(0) = 0`` instead of ``0 * f(x) = 0``)."""
+    weights = mask * tf.ones_like(tensors[0])
+    keep = tf.not_equal(weights, 0)
+    return weights, [tf.where(keep, t, tf.zeros_like(t)) for t in tensors]
+
+
+
 def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask=None,
                reduction: str = DEFAULT_LOSS_REDUCTION):
     """Masked mean squared error of TF1 Tacotron-2 (``MaskedMSE`` of the seed).
@@ -247,7 +265,7 @@ def masked_mse(targets, outputs, targets_lengths=None, *, outputs_per_step, mask
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 3, doc)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     with tf.control_dependencies(checks):
-        weights = mask * tf.ones_like(targets)
+        weights, (targets, outputs) = _select(mask, targets, outputs)
         total = tf.reduce_sum(weights * tf.math.squared_difference(outputs, targets))
         return distributed_mean(total, tf.math.count_nonzero(weights, dtype=targets.dtype), reduction)
 
@@ -302,6 +320,7 @@ def masked_sigmoid_cross_entropy(targets, outputs, targets_lengths=None, *, outp
     targets, outputs, checks = _targets_outputs(targets, outputs, block, 2, doc)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, False, doc)
     with tf.control_dependencies(checks):
+        mask, (targets, outputs) = _select(mask, targets, outputs)
         losses = tf.nn.weighted_cross_entropy_with_logits(labels=targets, logits=outputs,
                                                           pos_weight=tf.cast(pos_weight, targets.dtype))
         masked = losses * mask
@@ -355,7 +374,7 @@ def masked_linear_loss(targets, outputs, targets_lengths=None, *, outputs_per_st
     n = _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block)
     mask = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
     with tf.control_dependencies(checks):
-        weights = mask * tf.ones_like(targets)
+        weights, (targets, outputs) = _select(mask, targets, outputs)
         masked_l1 = tf.abs(targets - outputs) * weights
         denominator = tf.reduce_sum(weights)
         low_denominator = denominator if low_band_norm == "full_mask" else tf.reduce_sum(weights[:, :, :n])
@@ -477,6 +496,9 @@ _LOSS_DOC = """
 class MaskedMSE(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_mse` (TF1 ``tf.losses.mean_squared_error(weights=mask)``).
 
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
+
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
         packed: read lengths packed into ``y_true`` by :meth:`pack`.
@@ -501,6 +523,9 @@ class MaskedMSE(_MaskedLoss):
 @keras.saving.register_keras_serializable(package="speechblocks")
 class MaskedSigmoidCrossEntropy(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_sigmoid_cross_entropy` (stop-token loss; ``y_pred`` are logits).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
@@ -538,6 +563,9 @@ class MaskedSigmoidCrossEntropy(_MaskedLoss):
 @keras.saving.register_keras_serializable(package="speechblocks")
 class MaskedLinearLoss(_MaskedLoss):
     __doc__ = """Keras loss form of :func:`masked_linear_loss` (L1 with priority below 2 kHz).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.

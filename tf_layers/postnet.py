@@ -18,6 +18,8 @@ def postnet_scope_indices(num_layers: int, last_layer_scope_index: int | None, l
 class Postnet(ConvStack):
     """Tacotron-2 postnet: ``num_layers - 1`` conv blocks with ``activation``, then a linear conv block.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Every layer is a :class:`~tf_layers.Conv1DBlock` (conv -> TF1 batch norm -> activation -> dropout in
     training). TF1 scopes, as the seed names them: ``conv_layer_{i}_<tf1_scope>`` for ``i = 1 ..
     num_layers - 1`` and, for the last layer (identity activation, still batch norm and dropout),

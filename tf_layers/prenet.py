@@ -18,6 +18,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin
 class Prenet(TF1WeightsMixin, keras.layers.Layer):
     """Tacotron-2 decoder pre-net: dense layers ``dense_{i}`` with ``activation``, each followed by dropout.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     **The dropout is always on**, at inference too, as in the paper and the TF1 seed (it brings
     diversity to generation): ``training=`` does not switch it off. Each layer computes
     ``x = activation(x @ kernel + bias)`` then TF1 keep-prob dropout ``x / (1 - drop_rate) * keep`` with

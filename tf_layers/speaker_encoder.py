@@ -34,6 +34,8 @@ def _l2_normalise(x, eps: float | None):
 class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
     """GE2E speaker encoder (Real-Time-Voice-Cloning), the Keras twin of ``torch_layers.SpeakerEncoder``.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     ``model_num_layers`` stacked LSTMs over mel frames; the last layer's final hidden state goes
     through a dense layer + ReLU and is L2-normalised (``e / (||e|| + 1e-5)``). ``similarity_matrix``
     and ``loss`` are GE2E's (inclusive centroids for other speakers, exclusive for the own speaker,

@@ -10,6 +10,8 @@ from .frame_projection import ProjectionBase
 class StopProjection(ProjectionBase):
     """Linear projection to ``shape`` stop-token logits under the TF1 name ``projection_<tf1_scope>``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     As in the seed, the output depends on the mode: **logits** when ``training`` is true (the
     sigmoid lives inside the training loss) and ``activation(logits)`` (sigmoid probabilities by
     default) at inference.

@@ -24,6 +24,8 @@ def _dense_exchange(kernel, bias, prefix, n_in, n_out):
 class TAC(TorchStateMixin, keras.layers.Layer):
     """Transform-Average-Concatenate across microphones (FasNet-TAC), the Keras twin of ``torch_layers.TAC``.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     Per time position and microphone: ``input_tf`` (dense ``input_dim -> hidden_dim`` + activation);
     mean over each example's **valid** microphones; ``avg_tf`` (dense ``hidden_dim -> hidden_dim`` +
     activation); ``concat_tf`` (dense ``2*hidden_dim -> input_dim`` + activation) of ``[own, average]``;

@@ -26,6 +26,8 @@ def _prefixed(prefix: str, variables: dict) -> dict:
 class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
     """The Tacotron-2 attention decoder: prenet -> decoder LSTMs -> location-sensitive attention -> projections.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)``; ``(out, states) =
     DecoderRNN(concat(x, previous context), states)``; ``(context, alignments) = attention(out)``;
     ``frames = FrameProjection(concat(out, context))`` (``r`` frames of ``num_mels``) and ``stop =

@@ -25,6 +25,9 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
                    reduction: str = DEFAULT_LOSS_REDUCTION):
     """The losses of the original ``add_loss`` (computed in float32, or float64 for a float64 model).
 
+    Masked terms (``mask_decoder``) mask by selection, as :func:`masked_mse`: NaN/inf in the padding of the
+    targets or outputs leave every loss term (and its gradient w.r.t. the outputs) finite.
+
     * ``mask_decoder``: masked MSE before/after the postnet, masked weighted sigmoid cross-entropy of the stop
       logits (``cross_entropy_pos_weight``), and -- Rayhane with ``predict_linear`` -- the masked linear L1
       loss; RTVC has no linear term then.

@@ -20,6 +20,8 @@ __all__ = ["TF1GRUCell", "bidirectional_tf1_gru"]
 class TF1GRUCell(TF1WeightsMixin, keras.layers.Layer):
     """A Keras RNN cell with the maths and variables of ``tf.compat.v1.nn.rnn_cell.GRUCell``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     ``[r, u] = σ(concat([x, h]) @ gates/kernel + gates/bias)``,
     ``c = tanh(concat([x, r·h]) @ candidate/kernel + candidate/bias)``, ``h' = u·h + (1 − u)·c``.
 

@@ -62,6 +62,8 @@ def check_mask(mask, name: str, block: str, shape_doc: str, rank: int):
 class ZoneoutLSTMCell(TF1WeightsMixin, keras.layers.Layer):
     """LSTM cell with zoneout (Krueger et al. 2016), TF1 Tacotron-2's ``ZoneoutLSTMCell``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     LSTM maths of TF1 ``LSTMCell``/``LSTMBlockCell``: one ``kernel`` ``(in + units, 4 * units)`` over
     ``concat([x, h])``, one ``bias``, gate blocks i, j, f, o, forget bias 1.0 added at run time (not stored):
     ``c' = σ(f + 1)·c + σ(i)·tanh(j)``, ``h' = σ(o)·tanh(c')``.

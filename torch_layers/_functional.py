@@ -25,6 +25,9 @@ def tf1_dropout(x: torch.Tensor, rate: float, mask: Optional[torch.Tensor] = Non
                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """Inverted dropout ``x / (1 - rate) * keep_mask`` with ``keep_mask ~ Bernoulli(1 - rate)``.
 
+    Dropped entries are *selected* to 0 (TF's ``dropout`` is ``where(keep, x * scale, 0)``): a NaN/inf that
+    is dropped gives 0, as in the TF1 reference, not ``0 * NaN``.
+
     Args:
         x: input of any shape.
         rate: drop probability in [0, 1).
@@ -44,6 +47,6 @@ def tf1_dropout(x: torch.Tensor, rate: float, mask: Optional[torch.Tensor] = Non
             raise ValueError("argument `dropout_mask` must have the shape of the dropped tensor "
                              + str(list(x.shape)) + "; got " + str(list(mask.shape)) + ".")
         mask = mask.to(x.dtype)
-    if rate == 0.0:
-        return x * mask
-    return x * (1.0 / (1.0 - rate)) * mask
+    # selection, as TF's `dropout` (`where(keep, x * scale, 0)`): a dropped NaN/inf gives 0, not 0 * NaN
+    kept = x * mask if rate == 0.0 else x * (1.0 / (1.0 - rate)) * mask
+    return torch.where(mask != 0, kept, torch.zeros_like(kept))

@@ -20,20 +20,36 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to
 from .tf1_gru_cell import TF1GRUCell, _bigru
 
 
+def _lowest(dtype: torch.dtype) -> float:
+    """The lowest finite value of a floating dtype (``torch.finfo(dtype).min``, which TorchScript lacks)."""
+    if dtype == torch.float64:
+        return -1.7976931348623157e308
+    if dtype == torch.float16:
+        return -65504.0
+    if dtype == torch.bfloat16:
+        return -3.3895313892515355e38
+    return -3.4028234663852886e38
+
+
 def max_pool_same(x: torch.Tensor, pool_size: int) -> torch.Tensor:
     """TF ``max_pooling1d(pool_size, strides=1, padding='same')`` on ``(batch, time, channels)``.
 
-    TF pads ``(pool_size − 1)//2`` frames before and the rest after; padded frames never win (−inf).
+    TF pads ``(pool_size − 1)//2`` frames before and the rest after; padded frames never win. Non-finite values
+    as TF's CPU kernel: its running maximum starts at the lowest finite value and takes a value only when
+    greater, so NaN and -inf never win (a window of only NaN/-inf gives ``finfo.min``); +inf does.
     """
     before, after = tf_same_padding(pool_size)
-    y = x.transpose(1, 2)
+    lowest = _lowest(x.dtype)
+    y = torch.where(x >= lowest, x, torch.full_like(x, lowest)).transpose(1, 2)  # NaN, -inf -> lowest
     if before > 0 or after > 0:
-        y = F.pad(y, (before, after), value=float("-inf"))
+        y = F.pad(y, (before, after), value=lowest)
     return F.max_pool1d(y, pool_size, stride=1).transpose(1, 2)
 
 
 class CBHG(TF1WeightsMixin, nn.Module):
     """CBHG as in TF1 Tacotron-2: conv bank -> max-pool -> 2 projections -> residual -> highways -> BiGRU.
+
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
 
     Conv bank of widths ``1..K`` (:class:`Conv1DBlock`: conv -> TF1 batch norm -> relu, TF ``'same'``
     padding; with ``bn_position="after"``, Rayhane's later code, conv -> relu -> batch norm, likewise for both

@@ -16,6 +16,8 @@ from .gumbel_vector_quantizer import GumbelVectorQuantizer
 class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
     """Contrastive task: find the true latent of every masked spectrogram step among sampled distractors.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     Same numbers as NeMo's ``ContrastiveLoss`` (``nemo.collections.asr.losses.ssl_losses.contrastive``):
 
     1. targets ``spectrograms^T`` (and ``spec_masks^T``) are zero-padded at the end to a multiple of the

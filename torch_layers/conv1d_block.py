@@ -20,6 +20,8 @@ from .tf_batch_norm import TFBatchNorm
 class Conv1DBlock(TF1WeightsMixin, nn.Module):
     """1-D convolution -> batch norm -> activation -> dropout, as TF1 Tacotron-2's ``conv1d``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     TF ``'same'`` padding (even kernels pad ``(k-1)//2`` before, the rest after), TF1 batch norm
     (epsilon 1e-3, momentum 0.99, biased moving variance), dropout in training only.
     ``bn_position="after"``: conv -> activation -> batch norm -> dropout.

@@ -73,6 +73,8 @@ def stacked_scan(gx0: Tensor, w_hh0: Tensor, weights: list[Tensor], biases: list
 class DecoderRNN(TF1WeightsMixin, nn.Module):
     """Stack of ``layers`` unidirectional zoneout LSTMs, TF1 Tacotron-2's ``DecoderRNN``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     A ``MultiRNNCell`` of :class:`ZoneoutLSTMCell` (TF1 ``decoder_LSTM_1 .. decoder_LSTM_L``): each layer feeds
     the next its raw LSTM output; states carry the zoned-out ``(c, h)``. Two forms:
 

@@ -91,6 +91,8 @@ class ConvStack(TF1WeightsMixin, nn.Module):
 class EncoderConvolutions(ConvStack):
     """Tacotron-2 encoder convolutions: ``num_layers`` x (conv -> batch norm -> activation -> dropout).
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Each layer is a :class:`~torch_layers.Conv1DBlock` with TF1 scope ``conv_layer_{i}_<tf1_scope>``
     (``i`` from 1): TF ``'same'`` padding, TF1 batch norm (epsilon 1e-3, momentum 0.99), dropout only in
     ``train()``.

@@ -91,7 +91,7 @@ def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c
             h_z = h_new
         if t >= n_full:
             v = vs[t]
-            h_new = h_new * v
+            h_new = torch.where(v, h_new, torch.zeros_like(h_new))  # selection: NaN in the padding stays out
             c_z = torch.where(v, c_z, c)
             h_z = torch.where(v, h_z, h)
         c, h = c_z, h_z
@@ -101,6 +101,8 @@ def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c
 
 class EncoderRNN(TF1WeightsMixin, nn.Module):
     """Bidirectional one-layer zoneout LSTM, TF1 Tacotron-2's ``EncoderRNN``.
+
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
 
     Exactly ``tf.nn.bidirectional_dynamic_rnn(sequence_length=input_lengths)`` over two zoneout LSTM cells
     (``fw_cell`` = TF1 ``encoder_fw_LSTM``, ``bw_cell`` = ``encoder_bw_LSTM``): the backward direction runs

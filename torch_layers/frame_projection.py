@@ -14,6 +14,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to
 class FrameProjection(TF1WeightsMixin, nn.Module):
     """Dense projection ``activation(inputs @ W.T + b)``; TF1 variables ``projection_<tf1_scope>/{kernel,bias}``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Args:
         input_size: input features.
         shape: output units (``r * num_mels`` for the decoder, ``num_mels`` after the postnet).

@@ -118,6 +118,8 @@ def repeat_merge(x: torch.Tensor, reps: torch.Tensor, pad: int) -> torch.Tensor:
 class GaussianEmbedding(CheckedLoadStateDict, nn.Module):
     """TalkNet Gaussian embedding: token embeddings upsampled to frames by Gaussian weights.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     Numbers equal the seed's (the blank-free TalkNet ``GaussianEmbedding``) and, with
     ``blank_free=False``, standard TalkNet's; NeMo is not needed. The ``[batch, frames, tokens]``
     weights are never materialised in full (see the module docstring); at 16 x 1200 frames x 150

@@ -16,6 +16,8 @@ from ._validation import check_float_tensor
 class GumbelVectorQuantizer(CheckedLoadStateDict, nn.Module):
     """Vector quantizer with ``groups`` codebooks of ``num_vars`` entries, picked by a Gumbel-softmax.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     The state-dict keys and the numbers are those of NeMo's / fairseq's ``GumbelVectorQuantizer``
     (``vars``, ``weight_proj.weight``, ``weight_proj.bias``), so their checkpoints load as they are.
 

@@ -13,6 +13,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to
 class HighwayNet(TF1WeightsMixin, nn.Module):
     """Highway layer ``y = H(x)·T(x) + x·(1 − T(x))`` as TF1 Tacotron-2's ``HighwayNet``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     ``H``: relu linear layer; ``T``: sigmoid linear layer with bias initialised to −1. Weights are
     initialised as TF1 does (Glorot-uniform kernels, zero ``H`` bias).
 

@@ -51,6 +51,8 @@ def normalize_energy(energy: Tensor, smoothing: bool) -> Tensor:
 class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
     """Location-sensitive attention (Chorowski et al., 2015) as TF1 Tacotron-2 builds it.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     ``values`` are the memory zeroed past each length (``mask_encoder``); ``keys = values @ memory_layer``
     (no bias). One step with query ``q`` ``(batch, query_size)`` and state ``s`` (the previous cumulative
     alignments, ``(batch, T_in)``, zeros at the start)::

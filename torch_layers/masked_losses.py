@@ -5,6 +5,12 @@ Every loss computes in float32 (float64 when an input is float64), whatever the 
 float16/bfloat16 outputs of autocast regions neither overflow nor lose the sum. The modules (and
 ``sequence_mask``) are TorchScript-able; the keyword-only functions call the same scripted code.
 
+Masking by selection: every loss replaces the padding (mask 0) of ``targets`` and ``outputs`` by 0 *before* any
+arithmetic, so NaN/inf in the padding reach neither the value nor the gradients (TF1's ``loss * mask`` gives NaN
+there: ``0 * NaN``), and the gradient of every padding entry is exactly 0. For finite inputs the values and the
+gradients are TF1's (parity rows of ``parity_tests/cases/masked_losses.py``). NaN/inf at valid positions propagate
+as in TF1; an all-zero mask gives 0.0.
+
 Data-parallel training (``DistributedDataParallel``; see :mod:`torch_layers.distributed`): every loss takes
 ``reduction=`` -- how it reduces over the ranks of an initialised ``torch.distributed`` process group with more
 than one rank:
@@ -186,6 +192,20 @@ def _count_nonzero_ftz(x: torch.Tensor) -> torch.Tensor:
 
 # -- functions -----------------------------------------------------------------------------------------
 
+def _select(mask: torch.Tensor, targets: torch.Tensor,
+            outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Masking by selection: ``(weights, targets, outputs)`` with ``weights`` the mask expanded to the targets'
+    shape and both tensors replaced by 0 where the weight is 0 -- *before* any arithmetic, so NaN/inf in the
+    padding reaches neither the value nor the gradient (``where(keep, f(x), 0)`` would still back-propagate
+    ``0 * f'(NaN) = NaN``); the gradient of a padding entry is exactly 0. For finite inputs the loss and its
+    gradients equal TF1's ``loss * mask`` form (padding adds ``0 * f(0) = 0`` instead of ``0 * f(x) = 0``)."""
+    weights = mask.expand(targets.shape)
+    keep = weights != 0
+    zero = torch.zeros((), dtype=targets.dtype, device=targets.device)
+    return weights, torch.where(keep, targets, zero), torch.where(keep, outputs, zero)
+
+
+
 def masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: Optional[torch.Tensor] = None, *,
                outputs_per_step: int, mask: Optional[torch.Tensor] = None,
                reduction: str = DEFAULT_LOSS_REDUCTION) -> torch.Tensor:
@@ -223,7 +243,7 @@ def _masked_mse(targets: torch.Tensor, outputs: torch.Tensor, targets_lengths: O
     doc = "(batch, time, channels)"
     targets, outputs = _targets_outputs(targets, outputs, block, 3, doc)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
-    weights = m.expand(targets.shape)
+    weights, targets, outputs = _select(m, targets, outputs)
     total = (weights * (outputs - targets) ** 2).sum()
     return _ratios([total], [(weights != 0).sum().to(targets.dtype)], reduction)[0]
 
@@ -274,6 +294,7 @@ def _masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
         raise ValueError(block + ": argument `pos_weight` must be a finite number; got " + str(pos_weight) + ".")
     targets, outputs = _targets_outputs(targets, outputs, block, 2, doc)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, False, doc)
+    m, targets, outputs = _select(m, targets, outputs)
     log_weight = 1.0 + (pos_weight - 1.0) * targets
     # TensorFlow flushes subnormal float results to zero on CPU: exp(-|x|) for |x| > ~87 (float32) is 0 there,
     # which decides whether a loss value is exactly 0 (and so whether it counts in the seed's divisor)
@@ -336,7 +357,7 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
         raise ValueError(block + ": argument `num_freq` must be >= 1; got " + str(freq) + ".")
     n = priority_frequencies(sample_rate, freq)
     m = _mask(block, targets, targets_lengths, outputs_per_step, mask, True, doc)
-    weights = m.expand(targets.shape)
+    weights, targets, outputs = _select(m, targets, outputs)
     masked_l1 = (targets - outputs).abs() * weights
     denominator = weights.sum()
     low = max(n, 0)
@@ -353,6 +374,9 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
 
 class MaskedMSE(nn.Module):
     """Module form of :func:`masked_mse` (TF1 ``tf.losses.mean_squared_error(weights=mask)``).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1, the decoder's ``r``.
@@ -392,6 +416,9 @@ class MaskedMSE(nn.Module):
 
 class MaskedSigmoidCrossEntropy(nn.Module):
     """Module form of :func:`masked_sigmoid_cross_entropy` (stop-token loss on logits).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1.
@@ -437,6 +464,9 @@ class MaskedSigmoidCrossEntropy(nn.Module):
 
 class MaskedLinearLoss(nn.Module):
     """Module form of :func:`masked_linear_loss` (L1 with priority below 2 kHz).
+
+    Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and the gradients finite,
+    where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.
 
     Args:
         outputs_per_step: int >= 1.

@@ -13,6 +13,8 @@ from .encoder_convolutions import ConvStack
 class Postnet(ConvStack):
     """Tacotron-2 postnet: ``num_layers - 1`` conv blocks with ``activation``, then a linear conv block.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     Every layer is a :class:`~torch_layers.Conv1DBlock` (conv -> TF1 batch norm -> activation ->
     dropout in ``train()``). TF1 scopes as the seed names them: ``conv_layer_{i}_<tf1_scope>`` for
     ``i = 1 .. num_layers - 1``, and the hard-coded ``conv_layer_5_<tf1_scope>`` for the last layer

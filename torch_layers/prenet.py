@@ -19,6 +19,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to
 class Prenet(TF1WeightsMixin, nn.Module):
     """Tacotron-2 decoder pre-net: ``Linear -> activation -> dropout`` per layer, dropout **always on**.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     As the paper and the TF1 seed, the dropout stays active in ``eval()`` too (it brings diversity
     at synthesis): ``x / (1 - drop_rate) * keep`` with ``keep ~ Bernoulli(1 - drop_rate)``. Pass a
     ``generator`` or inject ``dropout_masks`` for reproducible runs; ``drop_rate=0`` is deterministic.

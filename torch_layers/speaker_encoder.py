@@ -80,6 +80,8 @@ def ge2e_eer(sim_matrix: torch.Tensor) -> float:
 class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
     """GE2E speaker encoder (Wan et al., 2018) as in Real-Time-Voice-Cloning, with upstream state-dict keys.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     A ``model_num_layers``-layer LSTM over mel frames; the last layer's final hidden state goes through
     ``linear`` + ReLU and is L2-normalised (``e / (||e|| + 1e-5)``). ``similarity_matrix`` and ``loss``
     implement GE2E's softmax loss with inclusive centroids for other speakers and exclusive centroids for

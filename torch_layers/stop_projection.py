@@ -14,6 +14,8 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to
 class StopProjection(TF1WeightsMixin, nn.Module):
     """Linear projection to ``shape`` stop-token logits; TF1 variables ``projection_<tf1_scope>/{kernel,bias}``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     As in the seed: in ``train()`` the module returns **logits** (the sigmoid belongs to the loss);
     in ``eval()`` it returns ``activation(logits)``, sigmoid probabilities by default. An explicit
     ``training`` argument of ``forward`` overrides the module mode.

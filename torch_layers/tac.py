@@ -88,6 +88,8 @@ def make_activation(name: str, device=None, dtype=None) -> nn.Module:
 class TAC(CheckedLoadStateDict, nn.Module):
     r"""Transform-Average-Concatenate inter-microphone block (Luo et al., ICASSP 2020), asteroid's layout.
 
+    Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no device sync).
+
     For every time position (``chunk_size`` x ``n_chunks``) and every microphone, the features go
     through ``input_tf`` (Linear ``input_dim -> hidden_dim`` + activation); the transformed features
     are averaged over each example's **valid** microphones and go through ``avg_tf`` (Linear

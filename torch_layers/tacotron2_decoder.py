@@ -293,6 +293,8 @@ def _eager_decoder_loop(*args):
 class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     """Tacotron-2 decoder: pre-net, decoder LSTMs, location-sensitive attention, frame and stop projections.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)`` (dropout **always on**);
     ``lstm_out = DecoderRNN([x, previous context])``; ``(context, alignments) = attention(lstm_out)``;
     ``frames = FrameProjection([lstm_out, context])`` (``r * num_mels``), ``stop = StopProjection(...)`` (``r``;

@@ -48,6 +48,9 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
                    reduction: str = DEFAULT_LOSS_REDUCTION) -> dict[str, Tensor]:
     """The loss of TF1 Tacotron-2 (``Tacotron.add_loss``) over a :class:`~torch_layers.Tacotron2`'s outputs.
 
+    Masked terms (``mask_decoder``) mask by selection, as :func:`masked_mse`: NaN/inf in the padding of the
+    targets or outputs leave every loss term (and its gradient w.r.t. the outputs) finite.
+
     ``hparams.mask_decoder``: before/after = :func:`masked_mse` of the decoder / mel outputs, stop =
     :func:`masked_sigmoid_cross_entropy` (``pos_weight = cross_entropy_pos_weight``), linear = Rayhane with
     ``predict_linear``: :func:`masked_linear_loss`, else 0. Not masked: mean squared errors over every frame

@@ -22,6 +22,8 @@ __all__ = ["TF1GRUCell", "bidirectional_tf1_gru"]
 class TF1GRUCell(TF1WeightsMixin, nn.Module):
     """One step of TF1's ``GRUCell``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     ``[r, u] = σ(concat([x, h]) Wgᵀ + bg)``, ``c = tanh(concat([x, r·h]) Wcᵀ + bc)``, ``h' = u·h + (1 − u)·c``.
     Initialised as TF1: Glorot-uniform kernels, gate bias 1.0, candidate bias 0.
 

@@ -66,6 +66,8 @@ def init_tf1_lstm_(weight: Tensor, bias: Tensor) -> None:
 class ZoneoutLSTMCell(TF1WeightsMixin, nn.Module):
     """LSTM cell with zoneout, TF1 Tacotron-2's ``ZoneoutLSTMCell``.
 
+    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+
     TF1 ``LSTMCell``/``LSTMBlockCell`` maths: ``c' = σ(f + 1)·c + σ(i)·tanh(j)``, ``h' = σ(o)·tanh(c')``,
     forget bias 1.0 added at run time (not stored). Zoneout: in eval ``c = (1 - z_c)·c' + z_c·c`` (``h``
     likewise); in training ``c = c + m ⊙ (c' - c)``, ``m ~ Bernoulli(1 - z_c)`` per element per step. The

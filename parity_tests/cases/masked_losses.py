@@ -1,9 +1,17 @@
 """Parity of the masked losses: TF1 ``tf.compat.v1`` loss graph -> Keras / torch, Keras <-> torch.
 
-Values within 1e-6 relative; gradients w.r.t. ``outputs`` within 1e-5 (TF1 ``tf.gradients``, Keras
-``GradientTape``, torch autograd). Cases: lengths not a multiple of r, a length equal to the padded
+Values within 1e-6 relative; gradients w.r.t. ``outputs`` and ``targets`` within 1e-5 (TF1 ``tf.gradients``,
+Keras ``GradientTape``, torch autograd). Cases: lengths not a multiple of r, a length equal to the padded
 length, a batch whose longest length is 1, r = 1 and r = 3, the seed's ``mask=`` override with weights,
-and stop-token logits whose loss is exactly 0 or subnormal (the non-zero count quirk).
+and stop-token logits whose loss is exactly 0 or subnormal (the non-zero count quirk). Our losses mask by
+selection (the padding is replaced by 0 before any arithmetic); these rows prove that for finite inputs the
+values and both gradients are TF1's ``loss * mask`` ones.
+
+Non-finite padding (the documented difference): NaN/+inf/-inf written into the padding (``t >= length``, or
+the zero entries of an explicit mask) of both ``targets`` and ``outputs``. TF1's ``weights=mask`` form gives
+NaN there (``0 * NaN``), asserted by a row; ours equals the TF1 loss of the same inputs with the padding
+zeroed, values and gradients, and the gradient of every padding entry is exactly 0 (finite: the NaN/inf
+positions of the gradients must match the zeroed reference exactly).
 """
 from __future__ import annotations
 
@@ -31,6 +39,38 @@ LOSSES = {
     "MaskedSigmoidCrossEntropy": (None, [{"pos_weight": 1.0}, {"pos_weight": 20.0}]),
     "MaskedLinearLoss": (17, [{"sample_rate": 8000}, {"sample_rate": 22050}]),
 }
+
+
+# cases whose padding gets NaN/inf (a lengths mask with padding, and the explicit weighted mask)
+NONFINITE_CASES = [0, 4]
+
+
+def _padding(inputs) -> np.ndarray:
+    """Boolean padding of ``targets``' shape: mask entries 0 (explicit) or ``t >= length``."""
+    targets = inputs["targets"]
+    if "mask" in inputs:
+        pad = np.broadcast_to(inputs["mask"], targets.shape) == 0
+    else:
+        pad = np.arange(targets.shape[1])[None] >= inputs["lengths"][:, None]
+        pad = np.broadcast_to(pad.reshape(pad.shape + (1,) * (targets.ndim - 2)), targets.shape)
+    return np.array(pad)
+
+
+def _with_nonfinite_padding(inputs):
+    """(raw inputs with NaN/+inf/-inf in the padding of targets and outputs, the same with the padding 0)."""
+    pad = _padding(inputs)
+    assert pad.any(), "a non-finite case needs padding"
+    cycle = np.array([np.nan, np.inf, -np.inf], np.float32)
+    raw, zeroed = dict(inputs), dict(inputs)
+    for name, shift in (("targets", 0), ("outputs", 1)):
+        filler = cycle[(np.arange(pad.sum()) + shift) % 3]
+        a = inputs[name].copy()
+        a[pad] = filler
+        raw[name] = a
+        z = inputs[name].copy()
+        z[pad] = 0.0
+        zeroed[name] = z
+    return raw, zeroed
 
 
 def _inputs(loss: str, case_index: int):
@@ -62,11 +102,16 @@ def _inputs(loss: str, case_index: int):
 
 
 def legacy_specs():
+    """Every (loss, case) on its inputs, then per (loss, non-finite case) the raw and the zeroed inputs."""
     specs = []
     for loss in LOSSES:
         for i in range(len(CASES)):
             _, config, inputs = _inputs(loss, i)
             specs.append(LegacySpec(loss, config, inputs, scope="", seed=i))
+    for loss in LOSSES:
+        for i in NONFINITE_CASES:
+            _, config, inputs = _inputs(loss, i)
+            specs.extend(LegacySpec(loss, config, ins, scope="", seed=i) for ins in _with_nonfinite_padding(inputs))
     return specs
 
 
@@ -90,11 +135,12 @@ def _keras_value_and_grad(loss, config, inputs, dtype="float32"):
 
     fn = getattr(tf_layers, _FUNCTIONS[loss])
     outputs = tf.constant(inputs["outputs"].astype(dtype))
+    targets = tf.constant(inputs["targets"].astype(dtype))
     with tf.GradientTape() as tape:
-        tape.watch(outputs)
-        value = fn(inputs["targets"].astype(dtype), outputs, inputs["lengths"], mask=inputs.get("mask"),
-                   **_keras_kwargs(loss, config))
-    return np.asarray(value), np.asarray(tape.gradient(value, outputs))
+        tape.watch([outputs, targets])
+        value = fn(targets, outputs, inputs["lengths"], mask=inputs.get("mask"), **_keras_kwargs(loss, config))
+    grads = tape.gradient(value, [outputs, targets])
+    return np.asarray(value), np.asarray(grads[0]), np.asarray(grads[1])
 
 
 def _keras_class_value(loss, config, inputs):
@@ -114,11 +160,11 @@ def _torch_value_and_grad(loss, config, inputs, dtype=None):
     module = getattr(torch_layers, loss)(**_keras_kwargs(loss, config))
     cast = (lambda a: torch_tensor(a)) if dtype is None else (lambda a: torch_tensor(a).to(dtype))
     outputs = cast(inputs["outputs"]).requires_grad_(True)
+    targets = cast(inputs["targets"]).requires_grad_(True)
     mask = inputs.get("mask")
-    value = module(cast(inputs["targets"]), outputs, torch_tensor(inputs["lengths"]),
-                   None if mask is None else cast(mask))
-    (grad,) = torch.autograd.grad(value, outputs)
-    return to_numpy(value), to_numpy(grad)
+    value = module(targets, outputs, torch_tensor(inputs["lengths"]), None if mask is None else cast(mask))
+    grad_outputs, grad_targets = torch.autograd.grad(value, [outputs, targets])
+    return to_numpy(value), to_numpy(grad_outputs), to_numpy(grad_targets)
 
 
 def _rel(block, comparison, output, a, b, tol=VALUE_REL_TOL) -> Row:
@@ -126,6 +172,19 @@ def _rel(block, comparison, output, a, b, tol=VALUE_REL_TOL) -> Row:
     scale = max(float(np.max(np.abs(np.asarray(b, np.float64)))), 1e-30)
     return compare(block, comparison, output + " (rel)", np.asarray(a, np.float64) / scale,
                    np.asarray(b, np.float64) / scale, tol)
+
+
+def _value_rows(loss, comparison, label, got, ref_loss, ref_grads, tol=FLOAT32_TOL):
+    """Rows of one (value, d/d outputs, d/d targets) triple against a reference."""
+    value, grad_outputs, grad_targets = got
+    return [_rel(loss, comparison, f"{label}: loss", value, ref_loss),
+            compare(loss, comparison, f"{label}: d loss / d outputs", grad_outputs, ref_grads[0], tol),
+            compare(loss, comparison, f"{label}: d loss / d targets", grad_targets, ref_grads[1], tol)]
+
+
+def _legacy_triple(result):
+    ref = result.outputs
+    return ref["loss"], (ref["grad/outputs"], ref["grad/targets"])
 
 
 def rows(legacy):
@@ -136,21 +195,35 @@ def rows(legacy):
     for loss in LOSSES:
         for i in range(len(CASES)):
             label, config, inputs = _inputs(loss, i)
-            ref = legacy[k].outputs
+            ref_loss, ref_grads = _legacy_triple(legacy[k])
             k += 1
-            kv, kg = _keras_value_and_grad(loss, config, inputs)
-            tv, tg = _torch_value_and_grad(loss, config, inputs)
-            out.append(_rel(loss, "TF1->Keras", f"{label}: loss", kv, ref["loss"]))
-            out.append(compare(loss, "TF1->Keras", f"{label}: d loss / d outputs", kg, ref["grad/outputs"], FLOAT32_TOL))
+            keras = _keras_value_and_grad(loss, config, inputs)
+            torch_ = _torch_value_and_grad(loss, config, inputs)
+            out += _value_rows(loss, "TF1->Keras", label, keras, ref_loss, ref_grads)
             out.append(_rel(loss, "TF1->Keras Loss class", f"{label}: loss", _keras_class_value(loss, config, inputs),
-                            ref["loss"]))
-            out.append(_rel(loss, "TF1->torch", f"{label}: loss", tv, ref["loss"]))
-            out.append(compare(loss, "TF1->torch", f"{label}: d loss / d outputs", tg, ref["grad/outputs"], FLOAT32_TOL))
-            out.append(_rel(loss, "Keras<->torch", f"{label}: loss", tv, kv))
-            out.append(compare(loss, "Keras<->torch", f"{label}: d loss / d outputs", tg, kg, FLOAT32_TOL))
+                            ref_loss))
+            out += _value_rows(loss, "TF1->torch", label, torch_, ref_loss, ref_grads)
+            out += _value_rows(loss, "Keras<->torch", label, torch_, keras[0], keras[1:])
             # float64 mode: maths differences show up here, float32 noise does not
-            kv64, kg64 = _keras_value_and_grad(loss, config, inputs, "float64")
-            tv64, tg64 = _torch_value_and_grad(loss, config, inputs, torch.float64)
-            out.append(_rel(loss, "Keras<->torch float64", f"{label}: loss", tv64, kv64, FLOAT64_TOL))
-            out.append(compare(loss, "Keras<->torch float64", f"{label}: d loss / d outputs", tg64, kg64, FLOAT64_TOL))
+            keras64 = _keras_value_and_grad(loss, config, inputs, "float64")
+            torch64 = _torch_value_and_grad(loss, config, inputs, torch.float64)
+            out += _value_rows(loss, "Keras<->torch float64", label, torch64, keras64[0], keras64[1:], FLOAT64_TOL)
+    for loss in LOSSES:
+        for i in NONFINITE_CASES:
+            label, config, inputs = _inputs(loss, i)
+            raw, _ = _with_nonfinite_padding(inputs)
+            raw_ref, zeroed_ref = legacy[k], legacy[k + 1]
+            k += 2
+            label = f"{label}, NaN/inf padding"
+            # the documented difference: TF1's `loss * mask` is NaN on these inputs
+            tf1_raw = float(raw_ref.outputs["loss"])
+            out.append(Row(loss, "TF1 raw inputs (documented difference)", f"{label}: TF1 loss is NaN",
+                           0.0 if np.isnan(tf1_raw) else float("inf"), 0.0, note=f"TF1 gives {tf1_raw}"))
+            ref_loss, ref_grads = _legacy_triple(zeroed_ref)
+            out += _value_rows(loss, "TF1 zeroed padding->Keras", label, _keras_value_and_grad(loss, config, raw),
+                               ref_loss, ref_grads)
+            out.append(_rel(loss, "TF1 zeroed padding->Keras Loss class", f"{label}: loss",
+                            _keras_class_value(loss, config, raw), ref_loss))
+            out += _value_rows(loss, "TF1 zeroed padding->torch", label, _torch_value_and_grad(loss, config, raw),
+                               ref_loss, ref_grads)
     return out

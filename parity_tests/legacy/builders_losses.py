@@ -3,7 +3,8 @@
 Written from the semantics of the TF1 originals with the original ``tf.compat.v1`` ops
 (``tf.compat.v1.losses.mean_squared_error(weights=...)``, ``weighted_cross_entropy_with_logits``,
 ``count_nonzero``, ``tf.sequence_mask`` over the length rounded up to a multiple of ``r``). Each loss
-builder also returns ``tf.gradients(loss, outputs)`` as ``grad/outputs``.
+builder also returns ``tf.gradients(loss, outputs)`` as ``grad/outputs`` and
+``tf.gradients(loss, targets)`` as ``grad/targets``.
 
 Inputs: ``targets``, ``outputs`` (float32), ``lengths`` (int32) and optionally ``mask`` (the seed's
 ``mask=`` override). Config: ``outputs_per_step`` and the hparams the loss reads (``pos_weight``,
@@ -73,8 +74,9 @@ def tf1_masked_linear_loss(targets, outputs, lengths, r, sample_rate, num_freq, 
     return 0.5 * mean_l1 + 0.5 * mean_l1_low
 
 
-def _loss_outputs(loss, outputs):
-    return {"loss": loss, "grad/outputs": tf.gradients(loss, outputs)[0]}
+def _loss_outputs(loss, inputs):
+    grad_outputs, grad_targets = tf.gradients(loss, [inputs["outputs"], inputs["targets"]])
+    return {"loss": loss, "grad/outputs": grad_outputs, "grad/targets": grad_targets}
 
 
 def build_sequence_mask(config, inputs, training, options):
@@ -90,7 +92,7 @@ def build_masked_mse(config, inputs, training, options):
         _anchor()
         loss = tf1_masked_mse(inputs["targets"], inputs["outputs"], inputs["lengths"], config["outputs_per_step"],
                               inputs.get("mask"))
-    return scope, _loss_outputs(loss, inputs["outputs"])
+    return scope, _loss_outputs(loss, inputs)
 
 
 def build_masked_sigmoid_cross_entropy(config, inputs, training, options):
@@ -100,7 +102,7 @@ def build_masked_sigmoid_cross_entropy(config, inputs, training, options):
         loss = tf1_masked_sigmoid_cross_entropy(inputs["targets"], inputs["outputs"], inputs["lengths"],
                                                 config["outputs_per_step"], config.get("pos_weight", 1.0),
                                                 inputs.get("mask"))
-    return scope, _loss_outputs(loss, inputs["outputs"])
+    return scope, _loss_outputs(loss, inputs)
 
 
 def build_masked_linear_loss(config, inputs, training, options):
@@ -110,7 +112,7 @@ def build_masked_linear_loss(config, inputs, training, options):
         loss = tf1_masked_linear_loss(inputs["targets"], inputs["outputs"], inputs["lengths"],
                                       config["outputs_per_step"], config["sample_rate"], config["num_freq"],
                                       inputs.get("mask"))
-    return scope, _loss_outputs(loss, inputs["outputs"])
+    return scope, _loss_outputs(loss, inputs)
 
 
 BUILDERS = {

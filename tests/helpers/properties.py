@@ -70,6 +70,10 @@ class BlockProperties:
         """Runs the instance on the case; returns ``{output name: numpy array}``."""
         raise NotImplementedError
 
+    def combine_rows(self, name: str, values: list, case: dict):
+        """A scalar output of the whole batch from its value on each row alone (needed by ``rows``)."""
+        raise NotImplementedError
+
     def fill(self, name: str, rng: np.random.Generator, shape, dtype) -> np.ndarray:
         """Arbitrary finite padding values for input ``name``."""
         return padding_values(rng, shape, dtype)
@@ -205,11 +209,16 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
         def test_rows(case, seed):
             batch = len(next(iter(case.values())))
             whole = block.valid(block.run(fw, case, seed), case)
+            alone = [block.valid(block.run(fw, block.row(case, i), seed), block.row(case, i)) for i in range(batch)]
             for i in range(batch):
-                alone = block.row(case, i)
-                got = {(name, i): v for (name, _), v in block.valid(block.run(fw, alone, seed), alone).items()}
+                got = {(name, i): v for (name, b), v in alone[i].items() if b is not None}
                 want = {k: v for k, v in whole.items() if k[1] == i}
                 assert_valid_close(block, got, want, block.tol, f"{fw} row {i} run alone")
+            for name, kind in block.outputs.items():  # a scalar (loss) of the batch from its rows' values
+                if kind == SCALAR:
+                    got = block.combine_rows(name, [a[(name, None)] for a in alone], case)
+                    assert_valid_close(block, {name: got}, {name: whole[(name, None)]}, block.tol,
+                                       f"{fw} scalar of the batch from its rows")
         add("rows", f"test_batch_equals_rows_run_one_by_one_{fw}", test_rows)
 
     if "float64" in block.properties:

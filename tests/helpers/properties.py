@@ -4,6 +4,8 @@ frameworks. Used by ``tests/test_properties_*.py``.
 
 Properties (``property_tests`` returns only those a block declares):
 
+- ``reach`` (blocks that read padding): the frame ``reach - 1`` past a length changes the valid outputs, the
+  frame ``reach`` past it does not -- the documented reach is exact;
 - ``padding``: replacing the padding past each length with arbitrary finite values, and appending more padded
   frames, changes no valid output (blocks that read padding declare ``reach``: the frames right after a length
   that they read; only padding beyond them is replaced, and nothing is appended);
@@ -72,6 +74,10 @@ class BlockProperties:
 
     def combine_rows(self, name: str, values: list, case: dict):
         """A scalar output of the whole batch from its value on each row alone (needed by ``rows``)."""
+        raise NotImplementedError
+
+    def reach_case(self, length: int, time: int, seed: int) -> dict:
+        """One row of ``length`` valid frames in ``time`` (blocks with a ``reach``)."""
         raise NotImplementedError
 
     def fill(self, name: str, rng: np.random.Generator, shape, dtype) -> np.ndarray:
@@ -230,6 +236,23 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
                 assert np.asarray(v).dtype == np.float64, f"{block.name} {fw} float64: {key} is {v.dtype}"
             assert_valid_close(block, got, want, block.float64_tol, f"{fw} float64 vs float32")
         add("float64", f"test_float64_matches_float32_{fw}", test_float64)
+
+    if block.reach:
+        @given(length=st.integers(1, 4), seed=weight_seeds, value_seed=st.integers(0, 2**16))
+        def test_reach(length, seed, value_seed):
+            """The reach is exact: the farthest frame it covers changes the last valid output, the next does not."""
+            case = block.reach_case(length, length + block.reach + 2, value_seed)
+            base = block.valid(block.run(fw, case, seed), case)
+            for offset, changes in ((block.reach - 1, True), (block.reach, False)):
+                moved = {k: v.copy() for k, v in case.items()}
+                for name in block.padded:
+                    moved[name][:, length + offset] += 10.0
+                got = block.valid(block.run(fw, moved, seed), case)
+                diff = max(float(np.max(np.abs(np.asarray(got[k], np.float64) - base[k]), initial=0.0)) for k in base)
+                assert (diff > 1e-4) == changes, (
+                    f"{block.name} {fw}: frame length+{offset} changed the valid outputs by {diff:.3e}; "
+                    f"documented reach {block.reach}")
+        add("reach", f"test_padding_is_read_exactly_within_the_documented_reach_{fw}", test_reach)
 
     if "mixed" in block.properties:
         @given(case=cases, seed=weight_seeds)

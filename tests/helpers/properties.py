@@ -68,9 +68,31 @@ class BlockProperties:
     def load(self, instance, framework: str, weights) -> None:
         raise NotImplementedError
 
+    #: inputs passed positionally, in this order
+    arguments: tuple[str, ...] = ()
+
     def call(self, instance, framework: str, precision: str, case: dict) -> dict:
-        """Runs the instance on the case; returns ``{output name: numpy array}``."""
-        raise NotImplementedError
+        """Runs the instance on ``arguments`` of the case (eager Keras with ``training=False``, torch without
+        gradients; float64 casts float inputs); returns ``{output name: numpy array}``."""
+        args = [case[name] for name in self.arguments]
+        if framework == "keras":
+            args = [a.astype(np.float64) if precision == "float64" and a.dtype.kind == "f" else a for a in args]
+            y = instance(*args, training=False)
+            return self.named_outputs(y)
+        import torch
+
+        dtype = torch.float64 if precision == "float64" else torch.float32
+        tensors = [torch.from_numpy(np.ascontiguousarray(a)).to(dtype) if a.dtype.kind == "f"
+                   else torch.from_numpy(np.ascontiguousarray(a)).long() for a in args]
+        with torch.no_grad(), torch.autocast("cpu", enabled=precision == "mixed"):
+            y = instance(*tensors)
+        return self.named_outputs(y)
+
+    def named_outputs(self, y) -> dict:
+        """``{output name: numpy}`` of the block's return value (one tensor: the single output)."""
+        (name,) = self.outputs
+        return {name: to_numpy(y)}
+
 
     def combine_rows(self, name: str, values: list, case: dict):
         """A scalar output of the whole batch from its value on each row alone (needed by ``rows``)."""
@@ -97,11 +119,13 @@ class BlockProperties:
             entry[1] = weight_seed
         return self.call(entry[0], framework, precision, case)
 
+    #: the framework whose float32 instance fixes the weight layout (drawn weights: the same for every instance)
+    reference_framework = "keras"
+
     def _reference_instance(self, framework):
-        """The float32 Keras instance fixes the weight layout (drawn weights are the same for every instance)."""
-        key = ("keras", "float32")
+        key = (self.reference_framework, "float32")
         if key not in self._instances:
-            self._instances[key] = [self.make("keras", "float32"), None]
+            self._instances[key] = [self.make(self.reference_framework, "float32"), None]
         return self._instances[key][0]
 
     def pad(self, case: dict, extra: int, seed: int) -> dict:
@@ -271,8 +295,6 @@ class TF1Block(BlockProperties):
     keras_cls = torch_cls = None
     kwargs: dict = {}
     input_size = 1
-    #: inputs passed positionally, in this order
-    arguments: tuple[str, ...] = ()
 
     def make(self, framework, precision):
         if framework == "keras":
@@ -293,29 +315,38 @@ class TF1Block(BlockProperties):
     def load(self, instance, framework, weights):
         instance.load_tf1_weights(weights)
 
-    def call(self, instance, framework, precision, case):
-        args = [case[name] for name in self.arguments]
-        if framework == "keras":
-            args = [a.astype(np.float64) if precision == "float64" and a.dtype.kind == "f" else a for a in args]
-            y = instance(*args, training=False)
-            return self.named_outputs(y)
-        import torch
-
-        dtype = torch.float64 if precision == "float64" else torch.float32
-        tensors = [torch.from_numpy(np.ascontiguousarray(a)).to(dtype) if a.dtype.kind == "f"
-                   else torch.from_numpy(np.ascontiguousarray(a)).long() for a in args]
-        with torch.no_grad(), torch.autocast("cpu", enabled=precision == "mixed"):
-            y = instance(*tensors)
-        return self.named_outputs(y)
-
-    def named_outputs(self, y) -> dict:
-        """``{output name: numpy}`` of the block's return value (one tensor: the single output)."""
-        (name,) = self.outputs
-        return {name: to_numpy(y)}
-
 
 def to_numpy(x) -> np.ndarray:
     if hasattr(x, "detach"):  # torch (bfloat16 under autocast has no numpy dtype)
         x = x.detach()
         return (x.float() if x.dtype.is_floating_point and x.element_size() == 2 else x).cpu().numpy()
     return np.asarray(x)
+
+
+class TorchStateBlock(BlockProperties):
+    """One of the four PyTorch modules (``TAC``, ``GaussianEmbedding``, ...) and its Keras twin: same keywords,
+    weights exchanged as the torch state dict (``load_torch_state_dict`` on the Keras side)."""
+
+    keras_cls = torch_cls = None
+    kwargs: dict = {}
+    reference_framework = "torch"
+
+    def make(self, framework, precision):
+        if framework == "keras":
+            return self.keras_cls(**self.kwargs, dtype="mixed_float16" if precision == "mixed" else precision)
+        module = self.torch_cls(**self.kwargs).eval()
+        return module.double() if precision == "float64" else module
+
+    def weights(self, instance, seed):
+        rng = np.random.default_rng(seed)
+        return {k: (0.5 * rng.standard_normal(tuple(v.shape))).astype(np.float32)
+                for k, v in instance.state_dict().items()}
+
+    def load(self, instance, framework, weights):
+        if framework == "keras":
+            instance.load_torch_state_dict(weights)
+            return
+        import torch
+
+        dtype = next(instance.parameters()).dtype
+        instance.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in weights.items()})

@@ -21,8 +21,10 @@ no padded axis) or ``SCALAR``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from .strategies import padding_values, paddings, round_up, weight_seeds
@@ -46,6 +48,8 @@ class BlockProperties:
     properties = ("padding", "permutation", "rows", "float64", "mixed", "twin")
     tol = 1e-5  # float32 block parity (DESIGN §7)
     float64_tol = 1e-4  # float32 vs float64 of the same weights: float32 rounding through the whole block
+    #: fraction of the profile's ``max_examples`` (expensive blocks)
+    examples_scale = 1.0
     #: {property: [(case, extra kwargs), ...]}: failing examples found once, kept as ``@example``
     examples: dict[str, list] = {}
 
@@ -185,6 +189,8 @@ def assert_valid_close(block: BlockProperties, got: dict, want: dict, tol: float
 def _with_examples(test, block: BlockProperties, prop: str):
     for args in block.examples.get(prop, []):
         test = example(**args)(test)
+    if block.examples_scale != 1.0:  # of the active profile's count (the thorough profile scales alike)
+        test = settings(max_examples=max(1, math.ceil(settings().max_examples * block.examples_scale)))(test)
     return test
 
 

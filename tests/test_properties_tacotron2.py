@@ -13,6 +13,13 @@ What the original masks, hence what is invariant (and tested):
   ``EncoderConvolutions``); ids further past it change nothing (the encoder LSTM stops at the length, attention
   masks the memory past it). Hence a row run alone keeps the batch's ids and is cut to its own target frames.
 
+The loss (``tacotron2_loss``): with ``mask_decoder`` the before-postnet MSE and the stop-token cross-entropy mask
+the frames past ``target_lengths``, so they are invariant to the targets' padding in GTA (``eval()``) -- tested
+below (the targets' time axis is fixed to ``max(target_lengths)`` rounded up to ``r`` there, as the masked losses
+require); the after-postnet MSE reads padding through the Postnet; RTVC's default ``mask_decoder=False``
+averages over padding (every term changes); in training, batch norm's batch statistics read every padded frame
+of the batch, so no training-mode term is invariant in the original either.
+
 float64 and mixed precision of the whole model are covered by ``tests/test_tacotron2_{keras,torch}.py``.
 """
 import numpy as np
@@ -21,7 +28,7 @@ from hypothesis import strategies as st
 
 import tf_layers
 import torch_layers
-from tests.helpers.properties import BlockProperties, property_tests, to_numpy
+from tests.helpers.properties import SCALAR, BlockProperties, property_tests, to_numpy
 from tests.helpers.strategies import LENGTH_LAYOUTS, lengths_array, normal, value_seeds
 from tests.helpers.tacotron2_checkpoint import small_variables
 
@@ -120,4 +127,50 @@ class Tacotron2Properties(BlockProperties):
         return out
 
 
+class Tacotron2LossProperties(Tacotron2Properties):
+    """The masked loss terms of a ``mask_decoder=True`` model over GTA outputs (see the module docstring)."""
+
+    name = "tacotron2_loss(mask_decoder=True)"
+    properties = ("padding", "permutation", "twin")
+    outputs = {"before_loss": SCALAR, "stop_token_loss": SCALAR}
+    hparams = small_variables("rtvc", 0, mask_decoder=True, **OVERRIDES)[0]
+
+    def cases(self):
+        def fixed_time(case):  # targets of max(target_lengths) rounded up to r frames
+            steps = -(-int(case["target_lengths"].max()) // R)
+            out = dict(case, mel_targets=case["mel_targets"][:, :R * steps])
+            out.update({name: case[name][:, :steps] for name in PRENET})
+            frames = np.arange(R * steps)[None, :]
+            out["stop_token_targets"] = (frames >= case["target_lengths"][:, None] - 1).astype(np.float32)
+            return out
+        return super().cases().map(fixed_time)
+
+    def make(self, framework, precision):
+        if framework == "keras":
+            return tf_layers.Tacotron2(self.hparams)
+        return torch_layers.Tacotron2(self.hparams).eval()
+
+    def call(self, model, framework, precision, case):
+        outputs = super().call(model, framework, precision, case)
+        targets = [case["mel_targets"], case["stop_token_targets"], case["target_lengths"]]
+        if framework == "keras":
+            losses = tf_layers.tacotron2_loss(model, outputs, *targets)
+        else:
+            outputs = {k: torch.from_numpy(v) for k, v in outputs.items()}
+            losses = torch_layers.tacotron2_loss(model, outputs, *(torch.from_numpy(t) for t in targets[:2]),
+                                                 torch.from_numpy(targets[2]).long())
+        return {k: to_numpy(losses[k]) for k in self.outputs}
+
+    def valid(self, outputs, case, rows=None):
+        return BlockProperties.valid(self, outputs, case, rows)
+
+    def pad(self, case, extra, seed):
+        out = super().pad(case, 0, seed)
+        for b, n in enumerate(case["target_lengths"]):  # the stop targets' padding too
+            out["stop_token_targets"][b, int(n):] = np.random.default_rng(seed + b).random(
+                out["stop_token_targets"][b, int(n):].shape)
+        return out
+
+
 globals().update(property_tests(Tacotron2Properties()))
+globals().update({f"{k}__loss": v for k, v in property_tests(Tacotron2LossProperties()).items()})

@@ -50,7 +50,7 @@ class BlockProperties:
     float64_tol = 1e-4  # float32 vs float64 of the same weights: float32 rounding through the whole block
     #: fraction of the profile's ``max_examples`` (expensive blocks)
     examples_scale = 1.0
-    #: {property: [(case, extra kwargs), ...]}: failing examples found once, kept as ``@example``
+    #: {property: [keyword arguments of the property's test, ...]}: failing examples found once, kept as ``@example``
     examples: dict[str, list] = {}
 
     def __init__(self):
@@ -176,14 +176,16 @@ class BlockProperties:
         return out
 
 
-def assert_valid_close(block: BlockProperties, got: dict, want: dict, tol: float, what: str) -> None:
+def assert_valid_close(label: str, got: dict, want: dict, tol: float, what: str) -> None:
+    """Every entry of ``got`` within ``tol`` (relative to ``max(1, max|want|)``) of ``want``'s; ``label`` names the
+    block in the message."""
     assert got.keys() == want.keys(), what
     for key in want:
         a, b = np.asarray(got[key], np.float64), np.asarray(want[key], np.float64)
-        assert a.shape == b.shape, f"{block.name} {what}: {key} shape {a.shape} != {b.shape}"
+        assert a.shape == b.shape, f"{label} {what}: {key} shape {a.shape} != {b.shape}"
         err = float(np.max(np.abs(a - b), initial=0.0))
         scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
-        assert err <= tol * scale, f"{block.name} {what}: {key} max |diff| {err:.3e} > {tol * scale:.1e}"
+        assert err <= tol * scale, f"{label} {what}: {key} max |diff| {err:.3e} > {tol * scale:.1e}"
 
 
 def _with_examples(test, block: BlockProperties, prop: str):
@@ -210,7 +212,7 @@ def property_tests(block: BlockProperties, frameworks=FRAMEWORKS) -> dict:
         def test_twin(case, seed):
             got = block.valid(block.run("torch", case, seed), case)
             want = block.valid(block.run("keras", case, seed), case)
-            assert_valid_close(block, got, want, block.tol, "Keras<->torch")
+            assert_valid_close(block.name, got, want, block.tol, "Keras<->torch")
         add("twin", "test_keras_and_torch_agree_for_drawn_shapes_and_weights", test_twin)
     return tests
 
@@ -224,7 +226,7 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
             padded = block.pad(case, extra, pad_seed)
             want = block.valid(block.run(fw, case, seed), case)
             got = block.valid(block.run(fw, padded, seed), case)
-            assert_valid_close(block, got, want, block.tol, f"{fw} padding invariance")
+            assert_valid_close(block.name, got, want, block.tol, f"{fw} padding invariance")
         add("padding", f"test_padding_past_lengths_changes_no_valid_output_{fw}", test_padding)
 
     if "permutation" in block.properties:
@@ -237,7 +239,7 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
             got = block.valid(block.run(fw, permuted, seed), permuted)
             inverse = np.argsort(perm)  # row b of the permuted batch is row perm[b]: keys renumbered
             want = {(name, None if b is None else int(inverse[b])): v for (name, b), v in base.items()}
-            assert_valid_close(block, got, want, block.tol, f"{fw} batch permutation")
+            assert_valid_close(block.name, got, want, block.tol, f"{fw} batch permutation")
         add("permutation", f"test_batch_permutation_permutes_outputs_{fw}", test_permutation)
 
     if "rows" in block.properties:
@@ -249,11 +251,11 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
             for i in range(batch):
                 got = {(name, i): v for (name, b), v in alone[i].items() if b is not None}
                 want = {k: v for k, v in whole.items() if k[1] == i}
-                assert_valid_close(block, got, want, block.tol, f"{fw} row {i} run alone")
+                assert_valid_close(block.name, got, want, block.tol, f"{fw} row {i} run alone")
             for name, kind in block.outputs.items():  # a scalar (loss) of the batch from its rows' values
                 if kind == SCALAR:
                     got = block.combine_rows(name, [a[(name, None)] for a in alone], case)
-                    assert_valid_close(block, {name: got}, {name: whole[(name, None)]}, block.tol,
+                    assert_valid_close(block.name, {name: got}, {name: whole[(name, None)]}, block.tol,
                                        f"{fw} scalar of the batch from its rows")
         add("rows", f"test_batch_equals_rows_run_one_by_one_{fw}", test_rows)
 
@@ -264,7 +266,7 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
             want = block.valid(block.run(fw, case, seed), case)
             for key, v in got.items():
                 assert np.asarray(v).dtype == np.float64, f"{block.name} {fw} float64: {key} is {v.dtype}"
-            assert_valid_close(block, got, want, block.float64_tol, f"{fw} float64 vs float32")
+            assert_valid_close(block.name, got, want, block.float64_tol, f"{fw} float64 vs float32")
         add("float64", f"test_float64_matches_float32_{fw}", test_float64)
 
     if block.reach:

@@ -27,7 +27,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from .strategies import padding_values, paddings, round_up, weight_seeds
+from .strategies import normal, padding_values, paddings, round_up, sequence_batches, weight_seeds
 
 ROW = "row"
 SCALAR = "scalar"
@@ -323,6 +323,29 @@ class TF1Block(BlockProperties):
     def load(self, instance, framework, weights):
         instance.load_tf1_weights(weights)
 
+
+
+class SequenceBlock(TF1Block):
+    """A Tacotron-2 block over ``inputs (batch, time, input_size)`` with ``input_lengths`` (passed to the block
+    unless ``arguments`` leaves them out: the conv stacks take none, their lengths only say which frames are
+    padding). With a ``reach`` (the block reads padding) a row run alone keeps the batch's padded frames."""
+
+    arguments = ("inputs", "input_lengths")
+    padded = {"inputs": "input_lengths"}
+    outputs = {"outputs": "input_lengths"}
+    max_time = 7
+
+    def cases(self):
+        return sequence_batches(self.input_size, max_batch=4, max_time=self.max_time)
+
+    def reach_case(self, length, time, seed):
+        x = normal(np.random.default_rng(seed), (1, time, self.input_size))
+        return {"inputs": x, "input_lengths": np.array([length], np.int32)}
+
+    def row(self, case, i):
+        if not self.reach:
+            return super().row(case, i)
+        return {k: v[i:i + 1] for k, v in case.items()}  # the frames it reads past the length stay
 
 def to_numpy(x) -> np.ndarray:
     if hasattr(x, "detach"):  # torch (bfloat16 under autocast has no numpy dtype)

@@ -64,3 +64,12 @@ def padding_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
 
 def round_up(n: int, multiple: int) -> int:
     return -(-int(n) // multiple) * multiple
+
+
+@st.composite
+def sequence_batches(draw, channels: int, max_batch: int = 4, max_time: int = 7):
+    """``{"inputs": (batch, time, channels) float32, "input_lengths": (batch,) int32}`` (the lengths of
+    :func:`batch_lengths`)."""
+    time, lengths = draw(batch_lengths(max_batch=max_batch, max_time=max_time))
+    x = normal(np.random.default_rng(draw(value_seeds)), (len(lengths), time, channels))
+    return {"inputs": x, "input_lengths": lengths}

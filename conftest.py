@@ -1,5 +1,6 @@
 """Repository-root pytest configuration: keeps TensorFlow quiet and single-process friendly."""
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # `pytest -n 2` on 2 cores: one thread per framework per worker, or TF and torch pools oversubscribe
@@ -8,6 +9,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # the library and the main test process use Keras 3
+
+# hypothesis' own cache (`constants/`; the example database is off below) lives outside the checkout
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "speechblocks-hypothesis"))
 
 try:  # property tests (tests/test_properties_*.py): example counts that fit `make test`'s time budget
     from hypothesis import HealthCheck, Phase, settings

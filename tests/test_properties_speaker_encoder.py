@@ -30,7 +30,17 @@ class SpeakerEncoderProperties(TorchStateBlock):
     # found by ``mixed``: torch's ``nn.LSTM`` under CPU autocast raised ``RuntimeError: could not create a
     # primitive descriptor for the LSTM`` (oneDNN, CPUs without native bfloat16; any input); the module now runs
     # its LSTM outside autocast (``torch_layers/speaker_encoder.py``)
-    examples = {"mixed": [dict(case={"utterances": np.full((1, 1, 3), 0.5, np.float32)}, seed=0)]}
+    # thorough profile, twin: 3.0e-05 apart for seed 565 -- not a bug: the raw embedding (relu of the linear layer)
+    # had norm 6e-5, close to the +1e-5 of the normalisation, so float32 rounding of the cancelling linear layer
+    # was amplified ~1000x. The drawn weights keep the linear bias >= 1 (``weights``): outputs well-conditioned.
+    examples = {"mixed": [dict(case={"utterances": np.full((1, 1, 3), 0.5, np.float32)}, seed=0)],
+                "twin": [dict(case={"utterances": np.array([[[0.676, 0.032, 0.072], [-0.741, -0.454, -0.035]]],
+                                                             np.float32)}, seed=565)]}
+
+    def weights(self, instance, seed):
+        out = super().weights(instance, seed)
+        out["linear.bias"] = 1.0 + np.abs(out["linear.bias"])
+        return out
 
     def cases(self):
         @st.composite

@@ -276,11 +276,14 @@ def _framework_tests(block: BlockProperties, fw: str, cases, add) -> None:
             case = block.reach_case(length, length + block.reach + 2, value_seed)
             base = block.valid(block.run(fw, case, seed), case)
             for offset, changes in ((block.reach - 1, True), (block.reach, False)):
-                moved = {k: v.copy() for k, v in case.items()}
-                for name in block.padded:
-                    moved[name][:, length + offset] += 10.0
-                got = block.valid(block.run(fw, moved, seed), case)
-                diff = max(float(np.max(np.abs(np.asarray(got[k], np.float64) - base[k]), initial=0.0)) for k in base)
+                diff = 0.0
+                for step in (10.0, -10.0):  # both signs: a relu dead for one direction passes the other
+                    moved = {k: v.copy() for k, v in case.items()}
+                    for name in block.padded:
+                        moved[name][:, length + offset] += step
+                    got = block.valid(block.run(fw, moved, seed), case)
+                    diff = max([diff] + [float(np.max(np.abs(np.asarray(got[k], np.float64) - base[k]), initial=0.0))
+                                         for k in base])
                 assert (diff > 1e-4) == changes, (
                     f"{block.name} {fw}: frame length+{offset} changed the valid outputs by {diff:.3e}; "
                     f"documented reach {block.reach}")

@@ -13,8 +13,11 @@ import tf_layers
 import torch_layers
 from tests.helpers.properties import SequenceBlock, property_tests
 
-CONFIG = dict(K=3, conv_channels=4, pool_size=2, projections=[5, 6], projection_kernel_size=3,
-              n_highwaynet_layers=2, highway_units=4, rnn_units=3)  # 6 != 4: the dimension-fix dense is present
+# 6 != 4: the dimension-fix dense is present. 8 bank channels and 8 proj1 channels: the farthest frame in reach
+# must pass a relu of the widest bank convolution and of proj1 (thorough profile, 4 and 5 channels: all dead for
+# seed 535 at length 1 -- a test too small, no bug; kept as @example)
+CONFIG = dict(K=3, conv_channels=8, pool_size=2, projections=[8, 6], projection_kernel_size=3,
+              n_highwaynet_layers=2, highway_units=4, rnn_units=3)
 
 
 class CBHGProperties(SequenceBlock):
@@ -24,6 +27,7 @@ class CBHGProperties(SequenceBlock):
     input_size = CONFIG["projections"][1]
     reach = CONFIG["K"] // 2 + CONFIG["pool_size"] // 2 + 2 * (CONFIG["projection_kernel_size"] // 2)
     max_time = 12
+    examples = {"reach": [dict(length=1, seed=535, value_seed=133)]}
 
 
 globals().update(property_tests(CBHGProperties()))

@@ -1,5 +1,6 @@
 """Repository-root pytest configuration: keeps TensorFlow quiet and single-process friendly."""
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # `pytest -n 2` on 2 cores: one thread per framework per worker, or TF and torch pools oversubscribe
@@ -8,6 +9,26 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # the library and the main test process use Keras 3
+
+# hypothesis' own cache (`constants/`; the example database is off below) lives outside the checkout
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "speechblocks-hypothesis"))
+
+try:  # property tests (tests/test_properties_*.py): example counts that fit `make test`'s time budget
+    from hypothesis import HealthCheck, Phase, settings
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+else:
+    # database=None: no `.hypothesis/` example database written into the checkout; deadline=None: shared,
+    # noisy machines (time is bounded by the example counts, never asserted)
+    _common = dict(database=None, deadline=None, print_blob=True,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    # derandomize: `make test` draws the same examples every run (a failure reproduces, no flaky CI); no shrink
+    # phase: shrinking a failure through eager framework calls takes minutes (the thorough profile shrinks)
+    settings.register_profile("speechblocks", max_examples=6, derandomize=True,
+                              phases=[Phase.explicit, Phase.generate], **_common)
+    # `pytest --hypothesis-profile=thorough tests/test_properties_*.py`: longer runs, same properties, shrinking
+    settings.register_profile("thorough", max_examples=200, **_common)
+    settings.load_profile("speechblocks")  # the plugin's --hypothesis-profile, when given, loads after this
 
 
 def pytest_configure(config):

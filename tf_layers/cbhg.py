@@ -65,7 +65,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: GRU outputs past a sequence's length are zeros and the backward GRU starts at each
     sequence's last valid frame; the convolutions (and batch statistics in training) see padded frames,
-    as in TF1.
+    as in TF1: the ``K // 2 + pool_size // 2 + 2 * (projection_kernel_size // 2)`` frames past a length reach
+    its last valid outputs, frames further past it change nothing.
 
     Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS`` (the GRU loop's TensorList ops with
     an unknown batch; with ``input_lengths`` also a new-axis ``StridedSlice``): the converted model runs only in an

@@ -177,7 +177,8 @@ class EncoderConvolutions(ConvStack):
     Returns:
         float tensor ``(batch, time, channels)``.
 
-    Masking: not mask-aware; padded frames leak into their neighbours through the kernels, as in TF1.
+    Masking: not mask-aware; it reads padding, as in TF1: padded frames leak into their neighbours through the
+    kernels (``kernel_size // 2`` frames on each side per layer) and into batch statistics in training.
 
     Example:
     >>> enc = EncoderConvolutions(kernel_size=5, channels=512, num_layers=3)

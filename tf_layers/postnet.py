@@ -55,7 +55,9 @@ class Postnet(ConvStack):
     Returns:
         float tensor ``(batch, time, channels)``.
 
-    Masking: not mask-aware, as in TF1.
+    Masking: not mask-aware, as in TF1: it reads padding -- every ``'same'`` convolution reads the
+    ``kernel_size // 2`` frames on each side, so frames past a sequence's length change the outputs of the
+    last valid frames (and batch statistics in training).
 
     Example:
     >>> post = Postnet(kernel_size=5, channels=512, num_layers=5)

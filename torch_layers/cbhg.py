@@ -59,6 +59,11 @@ class CBHG(TF1WeightsMixin, nn.Module):
     (reset before the candidate matmul, ``bidirectional_dynamic_rnn`` length semantics). ``train()`` makes
     batch norm use batch statistics (CBHG has no dropout).
 
+    Reads padding, as the original: the bank, the max-pool and the projections see the frames past each length
+    (``K // 2 + pool_size // 2 + 2 * (projection_kernel_size // 2)`` of them reach the last valid output), and
+    batch statistics in training see every frame; frames further past a length change nothing (the GRU stops
+    at each length) and the outputs past a length are zeros.
+
     Export (tested by ``run_torch_module_test``): with ``input_lengths`` the input check reads their values, so
     ``torch.export`` fails; without them the bidirectional GRU's loop over time is unrolled: exported (and ONNX)
     with time fixed, batch dynamic. ``torch.compile`` compiles again for every new length.

@@ -97,6 +97,10 @@ class EncoderConvolutions(ConvStack):
     (``i`` from 1): TF ``'same'`` padding, TF1 batch norm (epsilon 1e-3, momentum 0.99), dropout only in
     ``train()``.
 
+    Reads padding, as the original: not mask-aware; every ``'same'`` convolution reads the ``kernel_size // 2``
+    frames on each side, so frames past a sequence's length (e.g. padded character ids' embeddings) change the
+    outputs of the last valid frames (and batch statistics in training).
+
     Args:
         in_channels: input channels (Rayhane: the 512-dim character embedding).
         kernel_size: convolution width (seed: ``hparams.enc_conv_kernel_size``, 5).

@@ -173,6 +173,7 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         # both directions, time-major: (2, time * batch, in); the backward one reversed within lengths
         xs = torch.stack([inputs, reverse_within_lengths_3d(inputs, input_lengths)], 0).transpose(1, 2)
         gx = torch.baddbmm(bias, xs.reshape(2, n_steps * batch, n_in), w_ih).view(2, n_steps, batch, 4 * u)
+        gx = gx.to(inputs.dtype)  # under CPU autocast the state stays in the inputs' dtype (lerp needs one dtype)
         # (2, u, 4u) as a transposed view of contiguous (2, 4u, u): the "NT" GEMM is the faster one on CPU
         w_hh = torch.stack([ifgo_to_ifog(w_fw[:, n_in:], 0), ifgo_to_ifog(w_bw[:, n_in:], 0)], 0).transpose(1, 2)
         valid: Optional[Tensor] = None

@@ -22,6 +22,10 @@ class Postnet(ConvStack):
     ``num_layers > 5`` the seed's names collide (TF1 refuses that graph): the constructor raises
     ``ValueError`` unless ``last_layer_scope_index`` picks a free index (e.g. ``num_layers``).
 
+    Reads padding, as the original: not mask-aware; every ``'same'`` convolution reads the ``kernel_size // 2``
+    frames on each side, so frames past a sequence's length (e.g. padded mel frames) change the outputs of the
+    last valid frames (and batch statistics in training).
+
     Args:
         in_channels: input channels (``num_mels``).
         kernel_size: convolution width (seed: ``hparams.postnet_kernel_size``, 5).

@@ -160,9 +160,27 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
                     raise ValueError("SpeakerEncoder: argument `hidden_init` must hold two tensors of shape "
                                      "(model_num_layers, batch, model_hidden_size) = " + str(want)
                                      + "; got shape " + str(list(part.shape)) + ".")
-        _, (hidden, _) = self.lstm(utterances, hidden_init)
+        if torch.jit.is_scripting():
+            _, (hidden, _) = self.lstm(utterances, hidden_init)
+        else:
+            hidden = self._lstm_hidden(utterances, hidden_init)
         embeds_raw = self.relu(self.linear(hidden[-1]))
         return embeds_raw / (torch.linalg.vector_norm(embeds_raw, dim=1, keepdim=True) + 1e-5)
+
+    @torch.jit.unused
+    def _lstm_hidden(self, utterances: torch.Tensor,
+                     hidden_init: Optional[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """The LSTM's hidden states ``(layers, batch, hidden)``; under CPU autocast in the parameters' dtype:
+        autocast runs ``nn.LSTM`` in a lower precision that oneDNN cannot build on CPUs without native
+        bfloat16/float16 (``RuntimeError: could not create a primitive descriptor for the LSTM``)."""
+        if not torch.is_autocast_enabled("cpu"):
+            return self.lstm(utterances, hidden_init)[1][0]
+        dtype = self.linear.weight.dtype
+        if hidden_init is not None:
+            hidden_init = (hidden_init[0].to(dtype), hidden_init[1].to(dtype))
+        with torch.autocast("cpu", enabled=False):
+            _, (hidden, _) = self.lstm(utterances.to(dtype), hidden_init)
+        return hidden
 
     @torch.jit.unused
     def embed_utterance(self, mel: torch.Tensor, partials_n_frames: int = 160, overlap: float = 0.5,

@@ -39,3 +39,10 @@ def expect_failure(limit: Fails, what: str, fn) -> None:
         return
     raise AssertionError(f"{what} was pinned as failing ({limit.reason}) but now works: update the pin and the "
                          "docstring")
+
+
+def checked_elsewhere(where: str, checks: tuple[str, ...]) -> dict[str, Skip]:
+    """``{check: Skip}`` for a parametrized contract test whose other configuration runs the deployment checks on the
+    same ops (one export per block keeps ``make test`` within its time budget)."""
+    skip = Skip(f"the deployment checks run in {where}: the same ops in another configuration")
+    return {check: skip for check in checks}

@@ -37,3 +37,24 @@ def pytest_configure(config):
     except ImportError:  # pragma: no cover - torch is a test dependency
         return
     torch.set_num_threads(1)
+
+
+#: test modules that take the longest (minutes of CPU: subprocess strategies, whole-model traces, legacy graphs,
+#: fuzzing); collected first, so pytest-xdist starts them first and the run does not end with one worker busy
+#: on a long test while the other idles
+LONG_FIRST = (
+    "tests/test_distribute_keras.py", "tests/test_tacotron2_keras.py", "tests/test_checkpoint_parity.py",
+    "tests/test_legacy_tacotron2.py", "tests/test_cli.py", "tests/test_migration.py",
+    "parity_tests/test_tacotron2_parity.py", "parity_tests/test_decoder_rnn_parity.py",
+    "tests/test_distribute_torch.py", "tests/test_export_torch.py", "tests/test_export_keras.py",
+    "tests/test_cbhg_keras.py", "tests/test_cbhg_torch.py", "tests/test_long_sequences.py",
+    "tests/test_fuzz_checkpoints.py", "tests/test_fuzz_migrated_files.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Moves the modules of :data:`LONG_FIRST` to the front (in that order), each module's tests kept together
+    and in order; the rest keep their order."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    order = {id(item): rank.get(item.nodeid.split("::", 1)[0], len(rank)) for item in items}
+    items.sort(key=lambda item: order[id(item)])  # stable: module order and in-module order are kept

@@ -9,10 +9,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 import numpy as np
 
@@ -73,6 +76,89 @@ class LegacyResult:
     outputs: dict
 
 
+class _LegacyServer:
+    """The TF1 reference subprocess (``parity_tests.legacy.runner --serve``), one per test process: TensorFlow with
+    tf_keras is imported once (~7 s of CPU), not once per :func:`run_legacy` call. Started on first use, restarted
+    if it died; one batch at a time (a lock: ``run_checkpoint_parity`` calls from a thread); its stderr goes to a
+    file whose tail a failure reports."""
+
+    def __init__(self):
+        self.proc = None
+        self.lock = threading.Lock()
+
+    def _start(self):
+        env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        self.log = tempfile.TemporaryFile("w+", dir=_workdir())
+        self.proc = subprocess.Popen([sys.executable, "-m", "parity_tests.legacy.runner", "--serve"], env=env,
+                                     cwd=_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1)
+        self.lines = queue.Queue()
+
+        def pump(stream, lines):
+            for line in stream:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        atexit.register(self.close)
+
+    def _stderr_tail(self) -> str:
+        self.log.seek(0)
+        return "\n".join(self.log.read().strip().splitlines()[-25:])
+
+    def _reply(self, deadline: float) -> str:
+        """The next ``LEGACY-*`` line (other stdout lines are the graphs' own prints)."""
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                raise LegacyReferenceError("legacy reference timed out") from None
+            if line is None:  # stdout closed: the process ended
+                code = self.proc.wait()
+                tail = self._stderr_tail()
+                self.proc = None
+                raise LegacyReferenceError(f"legacy reference failed (exit {code}):\n{tail}")
+            if line.startswith("LEGACY-"):
+                return line.rstrip("\n")
+
+    def run(self, spec_path: str, inputs_path: str, root: str, timeout: float) -> None:
+        with self.lock:
+            deadline = time.monotonic() + timeout
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+                ready = self._reply(deadline)
+                if ready != "LEGACY-READY":
+                    raise LegacyReferenceError(f"legacy reference did not start: {ready}")
+            self.proc.stdin.write(json.dumps([spec_path, inputs_path, root]) + "\n")
+            self.proc.stdin.flush()
+            reply = self._reply(deadline)
+            if reply.startswith("LEGACY-ERROR "):
+                tail = "\n".join(json.loads(reply[len("LEGACY-ERROR "):]).strip().splitlines()[-25:])
+                raise LegacyReferenceError(f"legacy reference failed:\n{tail}")
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+_SERVER = None
+
+
+def _server() -> _LegacyServer:
+    global _SERVER
+    if _SERVER is None:
+        _SERVER = _LegacyServer()
+    return _SERVER
+
+
 def _workdir() -> str:
     global _WORKDIR
     if _WORKDIR is None:
@@ -102,13 +188,7 @@ def run_legacy(specs: list[LegacySpec], timeout: float = 1200.0) -> list[LegacyR
         with open(spec_path, "w") as f:
             json.dump(payload, f, default=str)
         np.savez(inputs_path, **arrays)
-        env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-        env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.run([sys.executable, "-m", "parity_tests.legacy.runner", spec_path, inputs_path, root],
-                              env=env, cwd=_ROOT, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-25:])
-            raise LegacyReferenceError(f"legacy reference failed (exit {proc.returncode}):\n{tail}")
+        _server().run(spec_path, inputs_path, root, timeout)
         for k, s in todo.items():
             out = os.path.join(root, k)
             with open(os.path.join(out, "meta.json")) as f:

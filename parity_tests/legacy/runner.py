@@ -1,6 +1,7 @@
 """Subprocess entry point of the TF1 legacy reference.
 
-``python -m parity_tests.legacy.runner SPECS.json INPUTS.npz OUT_DIR`` (with ``TF_USE_LEGACY_KERAS=1``).
+``python -m parity_tests.legacy.runner SPECS.json INPUTS.npz OUT_DIR`` (with ``TF_USE_LEGACY_KERAS=1``), or
+``... runner --serve``: a long-lived server reading one such batch per stdin line (see :func:`serve`).
 For every spec: build the block's TF1 graph under the spec's scope prefix, fill every variable with
 seeded random values, optionally run one Adam training step, save a real TF1 checkpoint with
 ``tf.compat.v1.train.Saver``, run the graph on the inputs and write the outputs.
@@ -146,16 +147,41 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
         json.dump({"checkpoint": ckpt, "block_scope": full_scope}, f)
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    spec_path, inputs_path, out_root = argv
+def run_batch(spec_path: str, inputs_path: str, out_root: str, builders: dict) -> None:
+    """Every spec of ``spec_path`` (inputs from ``inputs_path``) into ``out_root/<spec id>/``."""
     with open(spec_path) as f:
         specs = json.load(f)
     arrays = dict(np.load(inputs_path))
-    builders = _builders()
     for spec in specs:
         inputs = {k: arrays[f"{spec['id']}::{k}"] for k in spec["input_names"]}
         run_spec(spec, inputs, os.path.join(out_root, spec["id"]), builders)
+
+
+def serve(builders: dict) -> int:
+    """``--serve``: one batch per stdin line (a JSON list ``[SPECS.json, INPUTS.npz, OUT_DIR]``), answered by one
+    stdout line ``LEGACY-DONE`` or ``LEGACY-ERROR <JSON string: the traceback>``; ends when stdin closes. One
+    TensorFlow import serves every batch of a test process (each spec builds its own graph)."""
+    import traceback
+
+    print("LEGACY-READY", flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            run_batch(*json.loads(line), builders)
+            reply = "LEGACY-DONE"
+        except Exception:  # noqa: BLE001 -- reported to the caller, which raises LegacyReferenceError
+            reply = "LEGACY-ERROR " + json.dumps(traceback.format_exc())
+        print(reply, flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--serve"]:
+        return serve(_builders())
+    spec_path, inputs_path, out_root = argv
+    run_batch(spec_path, inputs_path, out_root, _builders())
     return 0
 
 

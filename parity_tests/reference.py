@@ -84,11 +84,16 @@ class _LegacyServer:
 
     def __init__(self):
         self.proc = None
+        self.log = None
         self.lock = threading.Lock()
 
     def _start(self):
         env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
         env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        if self.log is not None:  # the previous (dead) server's
+            self.log.close()
+        else:  # the first start: stopped at exit before the work directory (registered earlier) is removed
+            atexit.register(self.close)
         self.log = tempfile.TemporaryFile("w+", dir=_workdir())
         self.proc = subprocess.Popen([sys.executable, "-m", "parity_tests.legacy.runner", "--serve"], env=env,
                                      cwd=_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -101,18 +106,18 @@ class _LegacyServer:
             lines.put(None)
 
         threading.Thread(target=pump, args=(self.proc.stdout, self.lines), daemon=True).start()
-        atexit.register(self.close)
 
     def _stderr_tail(self) -> str:
         self.log.seek(0)
-        return "\n".join(self.log.read().strip().splitlines()[-25:])
+        return _tail(self.log.read())
 
     def _reply(self, deadline: float) -> str:
         """The next ``LEGACY-*`` line (other stdout lines are the graphs' own prints)."""
         while True:
             try:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+            except queue.Empty:  # a stuck server is killed, as subprocess.run(timeout=) did
+                self.proc.kill()
                 self.close()
                 raise LegacyReferenceError("legacy reference timed out") from None
             if line is None:  # stdout closed: the process ended
@@ -135,8 +140,7 @@ class _LegacyServer:
             self.proc.stdin.flush()
             reply = self._reply(deadline)
             if reply.startswith("LEGACY-ERROR "):
-                tail = "\n".join(json.loads(reply[len("LEGACY-ERROR "):]).strip().splitlines()[-25:])
-                raise LegacyReferenceError(f"legacy reference failed:\n{tail}")
+                raise LegacyReferenceError(f"legacy reference failed:\n{_tail(json.loads(reply[len('LEGACY-ERROR '):]))}")
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -149,14 +153,13 @@ class _LegacyServer:
         self.proc = None
 
 
-_SERVER = None
+def _tail(text: str, lines: int = 25) -> str:
+    """The last ``lines`` lines of a failure's output (stderr or traceback), for the error message."""
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _server() -> _LegacyServer:
-    global _SERVER
-    if _SERVER is None:
-        _SERVER = _LegacyServer()
-    return _SERVER
+#: the process's server; its subprocess starts at the first :func:`run_legacy` call
+_SERVER = _LegacyServer()
 
 
 def _workdir() -> str:
@@ -188,7 +191,7 @@ def run_legacy(specs: list[LegacySpec], timeout: float = 1200.0) -> list[LegacyR
         with open(spec_path, "w") as f:
             json.dump(payload, f, default=str)
         np.savez(inputs_path, **arrays)
-        _server().run(spec_path, inputs_path, root, timeout)
+        _SERVER.run(spec_path, inputs_path, root, timeout)
         for k, s in todo.items():
             out = os.path.join(root, k)
             with open(os.path.join(out, "meta.json")) as f:

@@ -12,10 +12,10 @@ def test_a_failing_spec_is_reported_and_the_server_keeps_serving():
     bad = LegacySpec(block="no_such_builder", config={}, inputs={"x": np.zeros((1, 2), np.float32)})
     with pytest.raises(LegacyReferenceError, match="no_such_builder"):
         run_legacy([bad])
-    pid = reference._server().proc.pid
+    pid = reference._SERVER.proc.pid
     spec = stop_projection.legacy_specs()[0]
     (result,) = run_legacy([spec])
-    assert reference._server().proc.pid == pid  # the same process served the next batch
+    assert reference._SERVER.proc.pid == pid  # the same process served the next batch
     # the TF1 stop projection at inference (sigmoid of a dense layer), recomputed by hand from the saved checkpoint
     import tensorflow as tf
 

@@ -6,8 +6,12 @@ from .report import format_table
 
 
 def assert_case_passes(module) -> list:
-    rows = run_case(module)
-    assert rows, f"{module.__name__} produced no parity row"
+    return assert_rows_pass(run_case(module), module.__name__)
+
+
+def assert_rows_pass(rows: list, name: str) -> list:
+    """Every row passes (and there is at least one)."""
+    assert rows, f"{name} produced no parity row"
     failed = [r for r in rows if not r.passed]
     assert not failed, "parity failures:\n" + format_table(failed)
     return rows

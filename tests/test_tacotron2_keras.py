@@ -252,8 +252,11 @@ def test_fit_loss_falls_and_keras_round_trip_mid_training():
     model = Tacotron2("rtvc", **SMALL, tacotron_zoneout_rate=0.0)  # deterministic steps: resumed runs must agree
     _compile(model)
     data = _dataset(model)
-    hist = model.fit(data, epochs=10, verbose=0).history["loss"]
+    hist = model.fit(data, epochs=10, verbose=0).history["loss"]  # the traced train step, as users run it
     assert hist[-1] < 0.7 * hist[0], hist
+    # the rest runs Keras' steps eagerly (the same code path; each trace of a Tacotron2 step costs ~15 s of CPU),
+    # except the resumed step of `model` below, which reuses the traced train function
+    model.run_eagerly = True
     # evaluate: the GTA pass scored with the original loss (dropout and zoneout are 0: it equals the training loss
     # up to batch statistics vs moving statistics, so compare with the loss computed by hand in inference mode)
     xb, yb = next(iter(data))
@@ -273,11 +276,13 @@ def test_fit_loss_falls_and_keras_round_trip_mid_training():
     for k in ref:
         _close(got[k], ref[k], 0.0)
     assert loaded.hparams == model.hparams
-    # training resumes identically from the saved optimizer state
+    # training resumes identically from the saved optimizer state: the traced step of `model`, an eager step of `loaded`
+    model.run_eagerly = False
+    loaded.run_eagerly = True
     model.fit(data.take(1), epochs=1, verbose=0)
     loaded.fit(data.take(1), epochs=1, verbose=0)
     for a, b in zip(model.weights, loaded.weights):
-        _close(a, b, 1e-6)
+        _close(a, b, 1e-5)  # graph vs eager: float-noise gradients through one Adam step (seen: 2.6e-6)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

@@ -517,17 +517,20 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         TF1 layout: what the TF1 graph's ``tf.gradients(loss, tf.trainable_variables())`` gives."""
         variables = self.tf1_trainable_variables()
         self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
+        fn = self.__dict__.get("_tf1_loss_and_gradients_fn")
+        if fn is None:
+            def loss_and_grads(*args):
+                with tf.GradientTape() as tape:
+                    out = self(*args[:4], training=True, noise_masks=args[6])
+                    losses = tacotron2_loss(self, out, args[3], args[4], args[5], args[7])
+                return losses, tape.gradient(losses["loss"], list(self.tf1_trainable_variables().values()))
 
-        def loss_and_grads(*args):
-            with tf.GradientTape() as tape:
-                out = self(*args[:4], training=True, noise_masks=args[6])
-                losses = tacotron2_loss(self, out, args[3], args[4], args[5], args[7])
-            return losses, tape.gradient(losses["loss"], list(variables.values()))
-
-        # the forward pass and its gradient in one graph (a gradient taped eagerly around the compiled decoder loop
-        # runs TF's while-loop gradient as a separate function, which can fail with AlreadyExistsError on its
-        # AddN temporaries when called again in the same process)
-        fn = tf.function(loss_and_grads)
+            # the forward pass and its gradient in one graph (a gradient taped eagerly around the compiled decoder
+            # loop runs TF's while-loop gradient as a separate function, which can fail with AlreadyExistsError on
+            # its AddN temporaries when called again in the same process); made once per model, so a second call
+            # with inputs of the same structure (a finite-difference check, a training script) does not re-trace
+            fn = tf.function(loss_and_grads, reduce_retracing=True)
+            object.__setattr__(self, "_tf1_loss_and_gradients_fn", fn)
         as_tensor = lambda a: None if a is None else tf.convert_to_tensor(a)  # noqa: E731
         losses, grads = fn(*(as_tensor(a) for a in (inputs, input_lengths, speaker_embeddings, mel_targets,
                                                      stop_token_targets, targets_lengths)),

@@ -29,6 +29,15 @@ import tensorflow as tf  # noqa: E402
 v1 = tf.compat.v1
 
 
+def _session_config():
+    """Sessions run the graph's ops as built: grappler's rewrites (constant folding, arithmetic and layout
+    optimizers, the memory optimizer) are semantics-preserving up to float reassociation and cost ~25 % of a
+    whole-model spec's time, so the reference leaves them out (the numbers are the ops' own)."""
+    config = v1.ConfigProto()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
+
+
 def _builders():
     import parity_tests.legacy as pkg
 
@@ -116,7 +125,7 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
         # one grouped assignment (a session run per variable costs O(graph) each)
         fill_phs = [v1.placeholder(v.dtype.base_dtype, v.shape) for v in model_vars]
         fill = tf.group(*[v.assign(p) for v, p in zip(model_vars, fill_phs)]) if model_vars else None
-        with v1.Session(graph=graph) as sess:
+        with v1.Session(graph=graph, config=_session_config()) as sess:
             sess.run(v1.global_variables_initializer())
             if fill is not None:
                 options = spec.get("options", {})

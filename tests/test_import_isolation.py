@@ -6,7 +6,14 @@ import pytest
 
 @pytest.mark.parametrize("package,forbidden", [("tf_layers", "torch"), ("torch_layers", "tensorflow")])
 def test_import_isolation(package, forbidden):
-    code = (f"import sys, {package}\n"
+    """Importing one framework's package (and every public name of it) never imports the other framework. The
+    same fresh process (each costs seconds of framework start-up) checks that ``sequence_mask`` is the function
+    whatever the import order: the submodule shares its name, and importing it first must not rebind the package
+    attribute to the module."""
+    code = (f"import sys, types, {package}.sequence_mask\n"
+            f"from {package} import sequence_mask\n"
+            "assert isinstance(sequence_mask, types.FunctionType), type(sequence_mask)\n"
+            f"import {package}\n"
             f"for name in {package}.__all__:\n"
             f"    try:\n        getattr({package}, name)\n    except (ImportError, AttributeError):\n        pass\n"
             f"bad = sorted(m for m in sys.modules if m == {forbidden!r} or m.startswith({forbidden!r} + '.'))\n"

@@ -272,13 +272,13 @@ def test_start_up_is_quiet_in_a_fresh_process(rtvc, tmp_path):
     out = tmp_path / "q.npy"
     # synthesize from the TF1 checkpoint: TensorFlow, Keras, TF's checkpoint reader and the model all start up here
     # (inspect and migrate start the same way; each fresh process costs ~10 s of CPU)
-    for argv in (["synthesize", rtvc["ckpt"], "--framework", "keras", "--text", "Quiet.", "--speaker-embedding",
-                  rtvc["emb"], "--max-iters", "3", "--out", str(out)],):
-        proc = subprocess.run([sys.executable, "-m", "speechblocks.cli"] + argv, capture_output=True, text=True,
-                              env=env, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stderr == "", proc.stderr
-        assert proc.stdout.strip()
+    argv = ["synthesize", rtvc["ckpt"], "--framework", "keras", "--text", "Quiet.", "--speaker-embedding", rtvc["emb"],
+            "--max-iters", "3", "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "speechblocks.cli"] + argv, capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr
+    assert proc.stdout.strip()
     assert np.load(out).shape == (6, 10)
 
 

@@ -13,7 +13,6 @@ def test_import_isolation(package, forbidden):
     code = (f"import sys, types, {package}.sequence_mask\n"
             f"from {package} import sequence_mask\n"
             "assert isinstance(sequence_mask, types.FunctionType), type(sequence_mask)\n"
-            f"import {package}\n"
             f"for name in {package}.__all__:\n"
             f"    try:\n        getattr({package}, name)\n    except (ImportError, AttributeError):\n        pass\n"
             f"bad = sorted(m for m in sys.modules if m == {forbidden!r} or m.startswith({forbidden!r} + '.'))\n"

@@ -6,13 +6,17 @@ PINS    := tensorflow-cpu==2.21.0 torch==2.13.0 tf_keras==2.21.0
 JOBS    ?= 2
 # the deployment checks' runtimes (setup.cfg extra `export`), pinned: the export tests pin what converts
 EXPORT  := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 ai-edge-litert==2.3.0
+# the audio front-end (setup.cfg extra `audio`), pinned
+AUDIO   := librosa==0.11.0 soundfile==0.14.0 soxr==1.1.0 webrtcvad-wheels==2.0.14.post1
+# real pretrained GE2E weights: resemblyzer's wheel ships them (its dependencies are not needed)
+GE2E    := .venv/assets/resemblyzer/pretrained.pt
 
 .PHONY: install test parity demo bench lint clean
 
 install: $(STAMP)
 
 DEPS    := $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py matplotlib unidecode inflect \
-	$(EXPORT)
+	$(EXPORT) $(AUDIO)
 # uv resolves and installs the same pins in ~30 s (pip: ~2.5 min of a 15-minute CI budget). uv does not read pip's
 # configuration: the local CPU wheel of torch is found through pip's find-links; pip is the fallback.
 UV      := .venv/bin/uv
@@ -23,6 +27,7 @@ $(STAMP): setup.cfg pyproject.toml
 	($(PIP) install --quiet uv==0.13.9 && $(UV) pip install --quiet --python $(PY) $(if $(FIND),--find-links $(FIND)) \
 		$(DEPS)) || $(PIP) install --quiet $(DEPS)
 	$(PIP) install --quiet --no-deps -e .
+	$(PY) -m speechblocks.assets ge2e $(GE2E) || echo "note: no pretrained GE2E weights (PyPI unreachable?); make demo embeds with random weights"
 	touch $(STAMP)
 
 test: install
@@ -32,6 +37,8 @@ parity: install
 	.venv/bin/speechblocks parity
 
 demo: install
+	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
+		|| echo "note: flite unavailable (no apt-get): the demo's reference recording is a synthetic voice"
 	$(PY) -m parity_tests.demo
 
 bench: install

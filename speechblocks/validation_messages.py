@@ -8,13 +8,18 @@ framework.
 from __future__ import annotations
 
 __all__ = ["not_floating_message", "wrong_rank_message", "rank_below_two_message", "NONFINITE_TF1",
-           "NONFINITE_TORCH_NATIVE", "NONFINITE_MASKED_LOSS", "NONFINITE_SENTENCES"]
+           "NONFINITE_ATTENTION", "NONFINITE_TORCH_NATIVE", "NONFINITE_MASKED_LOSS", "NONFINITE_SENTENCES"]
 
 # -- the class-docstring sentence on non-finite inputs, one per kind of block (checked by tests/test_nonfinite_*.py);
 # no block checks its inputs for NaN/inf: a check would cost a device sync per call in torch, and users compare
 # against TF1, which propagates them
 #: Tacotron-2 blocks: NaN/inf positions of every output equal the TF1 graph's (parity case ``nonfinite_inputs``)
 NONFINITE_TF1 = "Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync)."
+#: the blocks holding the attention's softmax: which entries of a softmax row that mixes a NaN energy with others
+#: come out NaN is TensorFlow's kernel's choice (oneDNN on AVX-512 vs Eigen), so the row is defined
+NONFINITE_ATTENTION = ("Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a "
+                       "step whose attention energies hold a NaN gives alignments that are NaN at every position of "
+                       "that example, on every CPU.")
 #: the torch-native modules and their Keras twins: as the original PyTorch module
 NONFINITE_TORCH_NATIVE = ("Non-finite inputs: NaN and inf propagate as in the original PyTorch module (no check, no "
                           "device sync).")
@@ -22,7 +27,7 @@ NONFINITE_TORCH_NATIVE = ("Non-finite inputs: NaN and inf propagate as in the or
 NONFINITE_MASKED_LOSS = ("Non-finite inputs: the padding is ignored by selection (NaN/inf there leave the value and "
                          "the gradients finite, where TF1 gives NaN); NaN/inf at valid positions propagate as in TF1.")
 #: every sentence above
-NONFINITE_SENTENCES = (NONFINITE_TF1, NONFINITE_TORCH_NATIVE, NONFINITE_MASKED_LOSS)
+NONFINITE_SENTENCES = (NONFINITE_TF1, NONFINITE_ATTENTION, NONFINITE_TORCH_NATIVE, NONFINITE_MASKED_LOSS)
 
 
 def _expected(shape_doc: str) -> str:

@@ -19,7 +19,7 @@ def _x(*shape):
     return G.standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("name", nf.TF1_BLOCKS + nf.TORCH_NATIVE + nf.LOSSES)
+@pytest.mark.parametrize("name", nf.TF1_BLOCKS + nf.ATTENTION_BLOCKS + nf.TORCH_NATIVE + nf.LOSSES)
 def test_class_docstring_states_the_nonfinite_policy(name):
     assert nf.states_policy(getattr(torch_layers, name))
 

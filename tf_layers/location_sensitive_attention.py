@@ -22,11 +22,25 @@ def score_mask(memory_lengths, max_time):
     return tf.sequence_mask(memory_lengths, max_time)
 
 
+def nan_poisoned_softmax(energy):
+    """Softmax over the last axis; a row whose energies hold a NaN (or +inf) is NaN in every position.
+
+    That is what ``exp(e - max e) / sum exp(e - max e)`` gives in IEEE arithmetic (masked ``-inf`` entries
+    included). It is stated here rather than left to the kernel: TensorFlow's oneDNN softmax on AVX-512 returns 0
+    at the finite entries of such a row, Eigen's NaN everywhere.
+    """
+    # spelled without logical_not: grappler rewrites not(e < inf) into e >= inf, which is False for NaN
+    clean = tf.reduce_all(tf.math.is_finite(energy) | tf.equal(energy, float("-inf")), axis=-1, keepdims=True)
+    return tf.where(clean, tf.nn.softmax(energy, axis=-1), tf.cast(float("nan"), energy.dtype))
+
+
 @keras.saving.register_keras_serializable(package="speechblocks")
 class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
     """Location-sensitive attention (Chorowski et al. 2015) exactly as TF1 Tacotron-2 computes it.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
+    (:func:`nan_poisoned_softmax` defines that row; the softmax kernel no longer chooses.)
 
     The memory (encoder outputs) is zeroed past each sequence's length when ``mask_encoder`` and projected
     once to keys by ``memory_layer`` (no bias). At each decoder step, with the query ``q`` (the new decoder
@@ -188,7 +202,7 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
             s = tf.sigmoid(energy)
             alignments = s / tf.reduce_sum(s, axis=-1, keepdims=True)
         else:
-            alignments = tf.nn.softmax(energy, axis=-1)
+            alignments = nan_poisoned_softmax(energy)
         # three uses (state, context, the caller's history): copies keep a while loop's gradient free of 3-input AddNs
         for_state, for_context, alignments = fan_out(alignments, 3) if for_gradient else (alignments,) * 3
         next_state = for_state + state if self.cumulate_weights else for_state

@@ -35,7 +35,8 @@ def _prefixed(prefix: str, variables: dict) -> dict:
 class Tacotron2(TF1WeightsMixin, keras.Model):
     """TF1 Tacotron-2 (Rayhane-mamah / Real-Time-Voice-Cloning synthesizer) as a Keras model.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
 
     ``inputs_embedding`` -> :class:`EncoderConvolutions` -> :class:`EncoderRNN` -> (RTVC: the speaker embedding
     tiled over time and concatenated) -> :class:`Tacotron2Decoder` (location-sensitive attention, teacher-forced

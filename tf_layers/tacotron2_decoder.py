@@ -26,7 +26,8 @@ def _prefixed(prefix: str, variables: dict) -> dict:
 class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
     """The Tacotron-2 attention decoder: prenet -> decoder LSTMs -> location-sensitive attention -> projections.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
 
     One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)``; ``(out, states) =
     DecoderRNN(concat(x, previous context), states)``; ``(context, alignments) = attention(out)``;

@@ -41,17 +41,25 @@ def memory_mask(lengths: Tensor, max_time: int, dtype: torch.dtype) -> Tensor:
 
 
 def normalize_energy(energy: Tensor, smoothing: bool) -> Tensor:
-    """Alignments from (masked) energies ``(batch, T_in)``: softmax, or ``sigmoid(e) / sum(sigmoid(e))``."""
+    """Alignments from (masked) energies ``(batch, T_in)``: softmax, or ``sigmoid(e) / sum(sigmoid(e))``.
+
+    A row whose energies hold a NaN (or +inf) is NaN in every position, masked ones included: that is what
+    ``exp(e - max e) / sum exp(e - max e)`` gives in IEEE arithmetic, and it is stated here rather than left to
+    the softmax kernel (oneDNN's, on AVX-512, returns 0 at the finite entries of such a row).
+    """
     if smoothing:
         s = torch.sigmoid(energy)
         return s / s.sum(-1, keepdim=True)
-    return torch.softmax(energy, -1)
+    clean = (torch.isfinite(energy) | (energy == -math.inf)).all(-1, keepdim=True)
+    return torch.where(clean, torch.softmax(energy, -1), math.nan)
 
 
 class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
     """Location-sensitive attention (Chorowski et al., 2015) as TF1 Tacotron-2 builds it.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
+    (:func:`normalize_energy` defines that row; the softmax kernel no longer chooses.)
 
     ``values`` are the memory zeroed past each length (``mask_encoder``); ``keys = values @ memory_layer``
     (no bias). One step with query ``q`` ``(batch, query_size)`` and state ``s`` (the previous cumulative

@@ -32,7 +32,8 @@ __all__ = ["Tacotron2", "Tacotron2Encoder", "MODEL_SCOPE"]
 class Tacotron2(TF1WeightsMixin, nn.Module):
     """Tacotron-2 as the TF1 RTVC synthesizer and Rayhane-mamah/Tacotron-2 build it, from their hparams.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
 
     ``inputs_embedding`` -> :class:`EncoderConvolutions` (``encoder_convolutions``) -> :class:`EncoderRNN`
     (``encoder_LSTM``) -> memory (RTVC: the speaker embedding tiled over time and concatenated) ->

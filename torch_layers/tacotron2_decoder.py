@@ -293,7 +293,8 @@ def _eager_decoder_loop(*args):
 class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     """Tacotron-2 decoder: pre-net, decoder LSTMs, location-sensitive attention, frame and stop projections.
 
-    Non-finite inputs: NaN and inf propagate exactly as in the TF1 graph (no check, no device sync).
+    Non-finite inputs: NaN and inf propagate as in the TF1 graph (no check, no device sync); a step whose
+    attention energies hold a NaN gives alignments that are NaN at every position of that example, on every CPU.
 
     One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)`` (dropout **always on**);
     ``lstm_out = DecoderRNN([x, previous context])``; ``(context, alignments) = attention(lstm_out)``;

@@ -6,15 +6,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from speechblocks.validation_messages import NONFINITE_MASKED_LOSS, NONFINITE_TF1, NONFINITE_TORCH_NATIVE
+from speechblocks.validation_messages import (
+    NONFINITE_ATTENTION,
+    NONFINITE_MASKED_LOSS,
+    NONFINITE_TF1,
+    NONFINITE_TORCH_NATIVE,
+)
 
 TF1_BLOCKS = ("Conv1DBlock", "EncoderConvolutions", "EncoderRNN", "Prenet", "DecoderRNN", "ZoneoutLSTMCell",
-              "LocationSensitiveAttention", "FrameProjection", "StopProjection", "Postnet", "HighwayNet", "CBHG",
-              "TF1GRUCell", "Tacotron2Decoder", "Tacotron2")
+              "FrameProjection", "StopProjection", "Postnet", "HighwayNet", "CBHG", "TF1GRUCell")
+ATTENTION_BLOCKS = ("LocationSensitiveAttention", "Tacotron2Decoder", "Tacotron2")
 TORCH_NATIVE = ("GaussianEmbedding", "ContrastiveLoss", "TAC", "SpeakerEncoder", "GumbelVectorQuantizer")
 LOSSES = ("MaskedMSE", "MaskedSigmoidCrossEntropy", "MaskedLinearLoss")
 #: block class name -> the sentence its class docstring must hold
-SENTENCE = {**{n: NONFINITE_TF1 for n in TF1_BLOCKS}, **{n: NONFINITE_TORCH_NATIVE for n in TORCH_NATIVE},
+SENTENCE = {**{n: NONFINITE_TF1 for n in TF1_BLOCKS}, **{n: NONFINITE_ATTENTION for n in ATTENTION_BLOCKS},
+            **{n: NONFINITE_TORCH_NATIVE for n in TORCH_NATIVE},
             **{n: NONFINITE_MASKED_LOSS for n in LOSSES}}
 
 

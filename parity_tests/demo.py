@@ -10,8 +10,12 @@
    graph, the Keras blocks and the torch blocks run on the same inputs (block rows, DESIGN §7).
 5. ``speechblocks parity --checkpoint``: the whole model on the checkpoint's weights, teacher-forced and free
    running, TF1 vs Keras vs torch (the whole-model rows).
-6. ``speechblocks synthesize`` from a sentence with the migrated torch and Keras files; the two mel outputs
-   are compared and the alignment picture is written to ``demo-output/`` (random weights: no real alignment).
+6. A reference sentence recorded with Debian's ``flite`` is embedded with the real pretrained GE2E weights
+   (``speechblocks embed``).
+7. ``speechblocks synthesize`` from a sentence with the migrated torch and Keras files: torch with the voice of
+   the recording (``--speaker-wav``) and a wav by Griffin-Lim (``--wav``), Keras with the embedding file; the two
+   mel outputs are compared and the wav, the mel and the alignment picture are written to ``demo-output/``
+   (random weights: no real alignment, the wav babbles).
 
 The functions :func:`legacy_model_spec`, :func:`run_keras_block` and :func:`run_torch_block` are shared
 with the migration tests and the migration benchmark.
@@ -107,6 +111,49 @@ def parity_rows(legacy, keras_blocks: dict, torch_blocks: dict, tol: float = TOL
     return rows
 
 
+REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
+
+
+def _record_reference(path: str) -> str:
+    """A reference recording: Debian's ``flite`` (16 kHz) speaking :data:`REFERENCE_TEXT`, else a synthetic voice
+    (a glottal-pulse-like harmonic series with pitch and formant movement, and pauses)."""
+    import shutil
+    import subprocess
+
+    from speechblocks.audio import save_wav
+
+    if shutil.which("flite"):
+        subprocess.run(["flite", "-voice", "slt", "-t", REFERENCE_TEXT, "-o", path], check=True)
+        return f"{path}: flite -voice slt -t {REFERENCE_TEXT!r}"
+    sr = 16000
+    t = np.arange(int(3.0 * sr)) / sr
+    f0 = 120 + 30 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / sr
+    wav = sum(np.sin(k * phase) / k * (1 + np.cos(2 * np.pi * (k * f0) / 900)) for k in range(1, 30))
+    wav *= (np.sin(2 * np.pi * 1.5 * t) > -0.3)  # syllable-like bursts with pauses
+    save_wav(wav.astype(np.float32), path, sr)
+    return f"{path}: synthetic voice (flite is not installed)"
+
+
+def _encoder_weights(tmp: str) -> str:
+    """The real pretrained GE2E weights ``make install`` fetched, else random ones (said so)."""
+    from speechblocks.audio_commands import default_encoder_path
+
+    path = default_encoder_path()
+    if path:
+        print(f"GE2E weights: {path} (resemblyzer's pretrained encoder)")
+        return path
+    import torch
+
+    import torch_layers
+
+    path = os.path.join(tmp, "encoder.pt")
+    torch.manual_seed(0)
+    torch.save({"model_state": torch_layers.SpeakerEncoder().state_dict(), "step": 0}, path)
+    print("note: no pretrained GE2E weights (make install could not fetch them): a random-weight encoder")
+    return path
+
+
 def _step(msg: str) -> None:
     print(f"\n== {msg} ==", flush=True)
 
@@ -160,16 +207,25 @@ def main(argv=None) -> int:
         rows += model_rows
 
         sentence = "Scientists at the CERN laboratory say they have discovered a new particle."
-        spk = os.path.join(tmp, "speaker.npy")
-        np.save(spk, np.random.default_rng(0).standard_normal(256).astype(np.float32) * 0.1)
+        reference = os.path.join(out_dir, "reference.wav")
+        _step("6. a recorded reference voice -> the GE2E speaker embedding (speechblocks embed)")
+        print(_record_reference(reference))
+        encoder = _encoder_weights(tmp)
+        spk = os.path.join(out_dir, "speaker.npy")
+        rc = cli_main(["embed", "--encoder", encoder, reference, "--out", spk])
+        if rc:
+            return rc
         mels = {}
         for framework, source in (("torch", torch_file), ("keras", keras_file)):
             mels[framework] = os.path.join(out_dir, f"mel_{framework}.npy")
-            argv = ["synthesize", source, "--framework", framework, "--text", sentence, "--speaker-embedding", spk,
-                    "--max-iters", "150", "--set", "tacotron_dropout_rate=0", "--out", mels[framework]]
-            if framework == "torch":
-                argv += ["--plot", os.path.join(out_dir, "alignment.png")]
-            _step("6. speechblocks " + " ".join(os.path.basename(a) if os.sep in a else a for a in argv))
+            argv = ["synthesize", source, "--framework", framework, "--text", sentence, "--max-iters", "150",
+                    "--set", "tacotron_dropout_rate=0", "--out", mels[framework]]
+            if framework == "torch":  # the speaker from the recording, the wav by Griffin-Lim in torch
+                argv += ["--speaker-wav", reference, "--encoder", encoder, "--wav",
+                         "--plot", os.path.join(out_dir, "alignment.png")]
+            else:  # the embedding `embed` wrote: the same numbers
+                argv += ["--speaker-embedding", spk]
+            _step("7. speechblocks " + " ".join(os.path.basename(a) if os.sep in a else a for a in argv))
             t = time.perf_counter()
             rc = cli_main(argv)
             if rc:
@@ -177,6 +233,12 @@ def main(argv=None) -> int:
             print(f"({time.perf_counter() - t:.1f} s)")
         rows.append(compare("Tacotron2 synthesize", "Keras<->torch", "mel_outputs (CLI, 150 steps)",
                             np.load(mels["keras"]), np.load(mels["torch"]), 1e-4))
+    wav = os.path.splitext(mels["torch"])[0] + ".wav"
+    import soundfile
+
+    info = soundfile.info(wav)
+    print(f"\n{wav}: {info.frames / info.samplerate:.2f} s at {info.samplerate} Hz, {info.subtype} -- the weights "
+          "are random (the stop token held off for 150 steps): it babbles; a trained checkpoint speaks")
     print()
     print(format_table(rows[-1:]))
     failed = sum(not r.passed for r in rows)

@@ -1,4 +1,5 @@
-"""The ``speechblocks`` console script: ``parity``, ``inspect``, ``migrate``, ``synthesize``.
+"""The ``speechblocks`` console script: ``parity``, ``inspect``, ``migrate``, ``synthesize``, ``mel``, ``griffin-lim``,
+``embed``.
 
 Conventions of every subcommand:
 
@@ -22,16 +23,16 @@ import sys
 import tempfile
 import warnings
 
+import numpy as np
+
+from . import audio_commands
+from .errors import UsageError
 from .tf1_checkpoint_file import CheckpointDtypeWarning, NonFiniteWeightsWarning
 from .tf1_checkpoint_reader import ALLOW_NONFINITE_HELP
 
 __all__ = ["main", "build_parser", "UsageError"]
 
 PROG = "speechblocks"
-
-
-class UsageError(ValueError):
-    """A mistake of the user's (arguments, input files, text): exit status 2, one line."""
 
 
 # -- quiet framework start-up ----------------------------------------------------------------------
@@ -165,8 +166,7 @@ def _cmd_inspect(args) -> int:
     from .migration.cli import format_inventory
     from .migration.inventory import inspect_checkpoint
 
-    _precheck_checkpoint(args.checkpoint)
-    load_tensorflow()
+    _precheck_checkpoint(args.checkpoint)  # the checkpoint is read in numpy: no framework is loaded
     print(format_inventory(inspect_checkpoint(args.checkpoint, use_ema=args.use_ema,
                                               allow_nonfinite=args.allow_nonfinite)))
     return 0
@@ -176,9 +176,10 @@ def _cmd_migrate(args) -> int:
     from .migration.migrate import migrate_checkpoint
 
     _precheck_checkpoint(args.checkpoint)
-    load_tensorflow()
-    if args.to == "torch":
+    if args.to == "torch":  # the checkpoint is read in numpy: only the target framework is loaded
         load_torch()
+    else:
+        load_tensorflow()
     report = migrate_checkpoint(args.checkpoint, args.to, args.out, use_ema=args.use_ema, strict=not args.no_strict,
                                 dry_run=args.dry_run, progress=lambda line: _say("migrate", line),
                                 hparams=_hparams_arg(args.hparams), overrides=_overrides(args.set),
@@ -240,15 +241,27 @@ def _cmd_synthesize(args) -> int:
     plots = synthesis.plot_paths(args.plot, len(texts), outputs) if args.plot else None
     if plots is not None:
         synthesis.require_matplotlib()
+    if args.speaker_embedding and args.speaker_wav:
+        raise UsageError("give --speaker-embedding or --speaker-wav, not both")
     embedding = synthesis.read_speaker_embedding(args.speaker_embedding, len(texts))
+    wav_paths = audio_commands.wav_output_paths(args.wav, outputs) if args.wav else None
+    if args.speaker_wav and not os.path.isfile(args.speaker_wav):
+        raise UsageError(f"--speaker-wav {args.speaker_wav!r} does not exist")
     kind, framework = synthesis.source_kind(args.source, args.framework)
-    if framework == "keras" or kind == "tf1":
+    if framework == "keras":
         load_tensorflow()
-    if framework == "torch":
+    if framework == "torch" or args.speaker_wav or (wav_paths and args.griffin_lim == "torch"):
         load_torch()
-    model = synthesis.load_model(args.source, kind, framework, _hparams_arg(args.hparams), _overrides(args.set),
-                                 args.seed)
-    embeddings = synthesis.check_speaker_embedding(model, embedding, args.speaker_embedding, len(texts))
+    overrides = _overrides(args.set)
+    model = synthesis.load_model(args.source, kind, framework, _hparams_arg(args.hparams), overrides, args.seed)
+    if args.speaker_wav:
+        encoder = audio_commands.load_speaker_encoder(args.encoder)
+        (ref,) = audio_commands.embed_wavs(encoder, [args.speaker_wav])
+        embedding = np.repeat(ref[None], len(texts), axis=0)
+        _say("synthesize", f"speaker embedding of {args.speaker_wav} ({ref.shape[0]} values)")
+    embeddings = synthesis.check_speaker_embedding(model, embedding, args.speaker_embedding or args.speaker_wav,
+                                                   len(texts))
+    audio_hp = audio_commands.model_audio_hparams(model, overrides) if wav_paths else None
     if args.max_iters is not None and args.max_iters < 1:
         raise UsageError(f"--max-iters must be >= 1; got {args.max_iters}")
     show = synthesis.TerminalProgress(sys.stderr, args.max_iters or model.hparams.max_iters) \
@@ -256,12 +269,85 @@ def _cmd_synthesize(args) -> int:
     results = synthesis.synthesize(model, framework, sequences, embeddings, args.max_iters, args.seed, show, texts)
     if show is not None:
         show.close()
+    wavs = None
+    if wav_paths:
+        tell = (lambda line: _say("synthesize", line)) if sys.stderr.isatty() and not args.quiet else None
+        wavs = audio_commands.griffin_lim_wavs([r.mel for r in results], audio_hp, args.griffin_lim,
+                                               args.griffin_lim_iters, args.seed, progress=tell)
     synthesis.write_outputs(results, outputs, plots)
+    if wavs is not None:
+        audio_commands.write_wavs(wavs, wav_paths, audio_hp.sample_rate)
     for path, res in zip(outputs, results):
         stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
         print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
     for p in plots or ():
         print(f"{p}: alignment and mel spectrogram")
+    for p, w in zip(wav_paths or (), wavs or ()):
+        print(f"{p}: {w.shape[0] / audio_hp.sample_rate:.2f} s at {audio_hp.sample_rate} Hz (Griffin-Lim, "
+              f"{args.griffin_lim})")
+    return 0
+
+
+# -- audio: mel, griffin-lim, embed ------------------------------------------------------------------
+def _progress(command: str, quiet: bool = False):
+    return (lambda line: _say(command, line)) if sys.stderr.isatty() and not quiet else None
+
+
+def _cmd_mel(args) -> int:
+    from . import audio
+
+    hp = audio_commands.audio_hparams_for(_hparams_arg(args.hparams), _overrides(args.set))
+    for p in args.wav:
+        if not os.path.isfile(p):
+            raise UsageError(f"{p!r} does not exist")
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in args.wav]
+    outputs = audio_commands.npy_output_paths(args.out, stems)
+    key = "linear" if args.linear else "mel"
+    tell = _progress("mel", args.quiet)
+    feats = []
+    for i, p in enumerate(args.wav):
+        if tell:
+            tell(f"{i + 1}/{len(args.wav)}: {os.path.basename(p)}")
+        feats.append(audio.recording_features(p, hp)[key])
+    audio_commands.write_arrays(feats, outputs)
+    for p, f in zip(outputs, feats):
+        print(f"{p}: {f.shape[0]} frames x {f.shape[1]} {'linear bins' if args.linear else 'mels'}")
+    return 0
+
+
+def _cmd_griffin_lim(args) -> int:
+    hp = audio_commands.audio_hparams_for(_hparams_arg(args.hparams), _overrides(args.set))
+    channels, what = (hp.num_freq, "linear spectrogram") if args.linear else (hp.num_mels, "mel spectrogram")
+    specs = [audio_commands.read_spectrogram(p, channels, what) for p in args.spectrogram]
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in args.spectrogram]
+    outputs = audio_commands.npy_output_paths(args.out, stems, ".wav")
+    if args.framework == "torch":
+        load_torch()
+    elif args.framework == "keras":
+        load_tensorflow()
+    wavs = audio_commands.griffin_lim_wavs(specs, hp, args.framework, args.griffin_lim_iters, args.seed,
+                                           linear=args.linear, progress=_progress("griffin-lim", args.quiet))
+    audio_commands.write_wavs(wavs, outputs, hp.sample_rate)
+    for p, w in zip(outputs, wavs):
+        print(f"{p}: {w.shape[0] / hp.sample_rate:.2f} s at {hp.sample_rate} Hz")
+    return 0
+
+
+def _cmd_embed(args) -> int:
+    for p in args.wav:
+        if not os.path.isfile(p):
+            raise UsageError(f"{p!r} does not exist")
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in args.wav]
+    outputs = audio_commands.npy_output_paths(args.out, stems)
+    if args.framework == "torch":
+        load_torch()
+    else:
+        load_tensorflow()
+    encoder = audio_commands.load_speaker_encoder(args.encoder, args.framework)
+    embeds = audio_commands.embed_wavs(encoder, args.wav, _progress("embed", args.quiet))
+    audio_commands.write_arrays(embeds, outputs)
+    for p, e in zip(outputs, embeds):
+        print(f"{p}: speaker embedding ({e.shape[0]} values, L2 norm {float(np.linalg.norm(e)):.3f})")
     return 0
 
 
@@ -284,7 +370,17 @@ _EXAMPLES = {
   speechblocks synthesize taco_pretrained --framework keras --text-file lines.txt --speaker-embedding spk.npy \\
       --out mels/ --plot mels/alignment.png
   speechblocks synthesize tacotron2.weights.h5 --text "It costs $3.50." --set tacotron_dropout_rate=0 \\
-      --max-iters 400 --out costs.npy""",
+      --max-iters 400 --out costs.npy
+  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-wav me.wav --out hello.npy --wav""",
+    "mel": """examples:
+  speechblocks mel recording.wav --hparams rtvc --out recording.npy
+  speechblocks mel wavs/*.wav --hparams rayhane --set trim_silence=false --out mels/""",
+    "griffin-lim": """examples:
+  speechblocks griffin-lim hello.npy --hparams rtvc --out hello.wav
+  speechblocks griffin-lim mels/*.npy --hparams rayhane --griffin-lim-iters 30 --out wavs/""",
+    "embed": """examples:
+  speechblocks embed --encoder encoder.pt me.wav --out me.npy
+  speechblocks embed refs/*.wav --out embeds/           # resemblyzer's weights fetched by make install""",
 }
 
 
@@ -378,9 +474,65 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one sentence: the .npy file; several: a directory of 000.npy, 001.npy, ...")
     ps.add_argument("--plot", metavar="PNG", help="also draw alignment and mel (needs matplotlib); several "
                                                   "sentences: PNG gets _000, _001, ... before its extension")
+    ps.add_argument("--speaker-wav", metavar="REF.wav",
+                    help="RTVC models: a recording of the voice instead of --speaker-embedding (GE2E embedding, "
+                         "the original preprocessing)")
+    ps.add_argument("--encoder", metavar="ENCODER.pt",
+                    help="with --speaker-wav: GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
+                         "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")
+    ps.add_argument("--wav", nargs="?", const=True, metavar="WAV",
+                    help="also write audio (Griffin-Lim with the model's audio hparams): beside each .npy, or this "
+                         ".wav file (one sentence) / directory (several)")
+    _griffin_lim_options(ps)
     ps.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
     ps.set_defaults(func=_cmd_synthesize)
+
+    pl = _sub(sub, "mel", "a recording's mel (or linear) spectrogram, as the original preprocessing made it",
+              "Loads each recording (resampled to the preset's sample_rate), applies the preset's preprocessing "
+              "order (rescale, silence trimming, pre-emphasis) and writes its spectrogram [frames, num_mels] as "
+              ".npy: the features the model was trained on.")
+    pl.add_argument("wav", nargs="+", help="audio files (wav, flac, ogg)")
+    _hparams_options(pl, "the audio hparams")
+    pl.add_argument("--linear", action="store_true", help="the linear spectrogram [frames, num_freq] instead")
+    pl.add_argument("--out", required=True, help="one file: the .npy; several: a directory of <name>.npy")
+    pl.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+    pl.set_defaults(func=_cmd_mel)
+
+    pg = _sub(sub, "griffin-lim", "a mel (or linear) spectrogram back to a wav",
+              "Inverts each [frames, num_mels] .npy spectrogram with Griffin-Lim as the original did (denormalise, "
+              "dB to amplitude, mel pseudo-inverse, power, Griffin-Lim, inverse pre-emphasis) and writes a 16-bit "
+              "wav, peak-normalised as the original.")
+    pg.add_argument("spectrogram", nargs="+", metavar="SPEC.npy")
+    _hparams_options(pg, "the audio hparams")
+    pg.add_argument("--linear", action="store_true", help="the inputs are linear spectrograms [frames, num_freq]")
+    pg.add_argument("--framework", choices=audio_commands.GL_FRAMEWORKS, default="torch",
+                    help="where Griffin-Lim runs: torch (default, fast), keras (TensorFlow) or numpy (the original "
+                         "loop)")
+    pg.add_argument("--griffin-lim-iters", type=int, metavar="N", help="iterations (default: the hparam, 60)")
+    pg.add_argument("--seed", type=int, default=0, help="seed of the initial phases (default 0)")
+    pg.add_argument("--out", required=True, help="one file: the .wav; several: a directory of <name>.wav")
+    pg.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+    pg.set_defaults(func=_cmd_griffin_lim)
+
+    pe = _sub(sub, "embed", "the GE2E speaker embedding of recordings",
+              "The speaker embedding of each recording as the RTVC encoder computes it (16 kHz, volume "
+              "normalisation, long silences trimmed, partial windows of 1.6 s averaged, L2-normalised), written "
+              "as a .npy of shape [256].")
+    pe.add_argument("wav", nargs="+", help="audio files (wav, flac, ogg)")
+    pe.add_argument("--encoder", metavar="ENCODER.pt",
+                    help="GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
+                         "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")
+    pe.add_argument("--framework", choices=("torch", "keras"), default="torch")
+    pe.add_argument("--out", required=True, help="one file: the .npy; several: a directory of <name>.npy")
+    pe.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+    pe.set_defaults(func=_cmd_embed)
     return p
+
+
+def _griffin_lim_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--griffin-lim", choices=audio_commands.GL_FRAMEWORKS, default="torch",
+                   help="with --wav: where Griffin-Lim runs (default torch, the fast path)")
+    p.add_argument("--griffin-lim-iters", type=int, metavar="N", help="with --wav: iterations (default: the hparam)")
 
 
 def _one_line(error: BaseException) -> str:

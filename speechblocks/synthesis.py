@@ -14,14 +14,14 @@ import time
 
 import numpy as np
 
+from .errors import UsageError
+
 __all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "plot_paths", "require_matplotlib",
            "read_speaker_embedding", "source_kind", "load_model", "check_speaker_embedding", "synthesize",
            "write_outputs", "TerminalProgress"]
 
 
 def _usage(message: str) -> Exception:
-    from .cli import UsageError
-
     return UsageError(message)
 
 

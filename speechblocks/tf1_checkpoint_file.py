@@ -17,8 +17,9 @@ opens it with :func:`open_checkpoint_files`, which checks, with numpy and the st
 :meth:`CheckpointFiles.verify` then checks, for the tensors actually read, the CRC-32C of their bytes (read in
 bounded chunks) against the entry's checksum and counts their non-finite values. Every failure is a
 :class:`CheckpointError` (a ``ValueError``) whose one-line message names the file, the tensor when there is one,
-and the problem. TensorFlow still does the reading (``tf.train.load_checkpoint``): this module only decides
-whether it is safe to let it.
+and the problem. :meth:`CheckpointFiles.read_array` then decodes a verified tensor in numpy: no TensorFlow is
+needed to read a checkpoint (``tf.train.load_checkpoint`` is the cross-check of the tests: every tensor of real
+checkpoints equal, bit for bit).
 """
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ DTYPES = {1: ("float32", 4), 2: ("float64", 8), 3: ("int32", 4), 4: ("uint8", 1)
 #: floating dtypes whose values are checked for NaN/inf (numpy dtype, or None for bfloat16: tested on its bits)
 FLOAT_DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<f8"), 19: np.dtype("<f2"), 14: None}
 _STRING = 7
+#: the quantized dtypes (no numpy equivalent with their meaning)
+_QUANTIZED = {11, 12, 13, 15, 16}
+#: DataType code -> numpy dtype name of the bytes (bfloat16 and strings are decoded apart)
+_NUMPY = {1: "f4", 2: "f8", 3: "i4", 4: "u1", 5: "i2", 6: "i1", 8: "c8", 9: "i8", 10: "?", 17: "u2", 18: "c16",
+          19: "f2", 22: "u4", 23: "u8"}
 
 
 class CheckpointError(ValueError):
@@ -444,6 +450,53 @@ class CheckpointFiles:
                              f"[{e.offset}, {e.offset + e.size}), stored {e.crc32c:#010x}, computed {computed:#010x}): "
                              "the data file is corrupted")
         return nonfinite
+
+    def read_array(self, name: str) -> np.ndarray:
+        """The tensor ``name`` decoded from its bytes in numpy, after :meth:`verify` checked them.
+
+        Numeric dtypes come back as the little-endian numpy dtype of the same name (bfloat16 as float32: its 16
+        bits are the upper half of a float32, so the widening is exact); strings as an ``object`` array of
+        ``bytes``. Variant and resource entries and partitioned variables cannot be decoded.
+
+        Raises:
+            CheckpointError: an unknown name, a failed checksum, or a dtype that cannot be decoded.
+        """
+        self.verify([name])
+        e = self.entries[name]
+        code = e.dtype
+        if e.sliced:
+            raise self.error(f"tensor {name!r} is a partitioned variable (saved in slices): not supported")
+        if code == _STRING:
+            return self._read_strings(e)
+        if DTYPES[code][1] is None or code in _QUANTIZED:
+            raise self.error(f"tensor {name!r} has dtype {e.dtype_name}, which cannot be read as an array")
+        with open(self.shards[e.shard], "rb") as f:
+            f.seek(e.offset)
+            data = f.read(e.size)
+        if len(data) != e.size:  # pragma: no cover - verify() read the same range
+            raise self.error(f"data file {self.shards[e.shard]!r} ends inside tensor {name!r}: truncated")
+        if code == 14:  # bfloat16 -> float32, exactly
+            bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
+            return bits.view(np.float32).reshape(e.shape)
+        dtype = np.dtype(_NUMPY[code]).newbyteorder("<")
+        return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="), copy=True).reshape(e.shape)
+
+    def _read_strings(self, e: TensorEntry) -> np.ndarray:
+        n = int(np.prod(e.shape, dtype=np.int64)) if e.shape else 1
+        with open(self.shards[e.shard], "rb") as f:
+            f.seek(e.offset)
+            data = f.read(e.size)
+        pos, lengths = 0, []
+        for _ in range(n if e.size else 0):
+            length, pos = _varint(data, pos, len(data))
+            lengths.append(length)
+        pos += 4 if e.size else 0  # the lengths' checksum
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            length = lengths[i] if lengths else 0
+            out[i] = bytes(data[pos:pos + length])
+            pos += length
+        return out.reshape(e.shape)
 
     def _string_crc(self, f, e: TensorEntry, path: str) -> int:
         """TensorFlow's checksum of a string tensor: its lengths (as uint32, or uint64 when larger), the stored

@@ -1,5 +1,5 @@
-"""The one guarded way this library reads TF1 checkpoints: validate first (:mod:`.tf1_checkpoint_file`), then let
-``tf.train.load_checkpoint`` read (TensorFlow is imported inside the methods, never at module level).
+"""The one guarded way this library reads TF1 checkpoints: validate first (:mod:`.tf1_checkpoint_file`), then
+decode the verified bytes in numpy (no TensorFlow: a torch-only install inspects, migrates and synthesizes).
 
 Policies every reading path shares (``tf_layers.checkpoint``, ``Tacotron2.from_tf1_checkpoint`` in both frameworks,
 ``speechblocks inspect|migrate|synthesize``):
@@ -38,6 +38,8 @@ __all__ = ["TF1CheckpointReader", "ALLOW_NONFINITE_HELP"]
 ALLOW_NONFINITE_HELP = ("variables holding NaN or inf are refused (exit 2); with this option they are loaded and "
                         "a warning names them")
 _CAST = {2: "float64", 19: "float16", 14: "bfloat16"}
+_NUMPY_NAMES = {"float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64", "bool", "bfloat16",
+                "uint16", "complex128", "float16", "uint32", "uint64"}
 
 
 def _listing(names: list[str], limit: int = 3) -> str:
@@ -45,7 +47,7 @@ def _listing(names: list[str], limit: int = 3) -> str:
 
 
 class TF1CheckpointReader:
-    """A validated TF1 checkpoint and TensorFlow's reader of it.
+    """A validated TF1 checkpoint, read in numpy.
 
     Args:
         path: checkpoint prefix, its ``.index`` / ``.data-*`` file, or a directory (its ``checkpoint`` state file).
@@ -57,7 +59,6 @@ class TF1CheckpointReader:
 
     def __init__(self, path):
         self.files: CheckpointFiles = open_checkpoint_files(path)
-        self._tf_reader = None
         self._warned: set[str] = set()
 
     @property
@@ -67,34 +68,21 @@ class TF1CheckpointReader:
     def _error(self, problem: str) -> CheckpointError:
         return self.files.error(problem)
 
-    @property
-    def tf_reader(self):
-        """``tf.train.load_checkpoint(prefix)``, created once, after the validation."""
-        if self._tf_reader is None:
-            import tensorflow as tf
-
-            try:
-                reader = tf.train.load_checkpoint(self.prefix)
-                shapes = reader.get_variable_to_shape_map()
-            except Exception as e:  # an OpError the validation did not foresee: still one line
-                raise self._error(f"TensorFlow cannot read it ({type(e).__name__}: "
-                                  f"{str(e).splitlines()[0] if str(e) else ''})") from None
-            ours = {n: e.shape for n, e in self.files.entries.items() if not e.sliced and not n.startswith("\x00")}
-            theirs = {n: tuple(int(d) for d in s) for n, s in shapes.items()}
-            if {n: s for n, s in ours.items() if n in theirs} != theirs:
-                raise self._error("its index lists other tensors than TensorFlow reads from it (a bug of the "
-                                  "validation: please report it)")
-            self._tf_reader = reader
-        return self._tf_reader
-
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """``{variable name: shape}`` as TensorFlow lists them."""
-        return {k: tuple(int(d) for d in v) for k, v in self.tf_reader.get_variable_to_shape_map().items()}
+        """``{variable name: shape}`` of every tensor (the index's, as ``tf.train.load_checkpoint`` lists them)."""
+        return {n: tuple(e.shape) for n, e in self.files.entries.items() if not n.startswith("\x00")}
 
     def dtypes(self) -> dict[str, np.dtype]:
-        """``{variable name: numpy dtype}`` (``object`` for strings and other non-numpy dtypes)."""
-        return {k: np.dtype(v.as_numpy_dtype) if v.is_numpy_compatible else np.dtype(object)
-                for k, v in self.tf_reader.get_variable_to_dtype_map().items()}
+        """``{variable name: numpy dtype}`` (``object`` for strings and other non-numpy dtypes; bfloat16 as
+        ``float32``, how :meth:`read` returns it)."""
+        out = {}
+        for n, e in self.files.entries.items():
+            if n.startswith("\x00"):
+                continue
+            name = e.dtype_name
+            out[n] = np.dtype(np.float32 if name == "bfloat16" else name) \
+                if name in _NUMPY_NAMES else np.dtype(object)
+        return out
 
     def check(self, names: Iterable[str], allow_nonfinite: bool = False) -> None:
         """Verifies the checksums of ``names``' bytes and applies the NaN/inf policy (module docstring).
@@ -141,13 +129,9 @@ class TF1CheckpointReader:
                 raise self._error(f"variable {bad[0]!r} has dtype {entries[bad[0]].dtype_name}; model weights must "
                                   f"be floating point ({len(bad)} such variable(s))")
         self.check(mapping.values(), allow_nonfinite)
-        reader = self.tf_reader
         out, cast, overflow = {}, [], []
         for key, name in mapping.items():
-            try:
-                value = np.asarray(reader.get_tensor(name))
-            except Exception as e:
-                raise self._error(f"TensorFlow cannot read variable {name!r} ({type(e).__name__})") from None
+            value = self.files.read_array(name)
             code = entries[name].dtype
             if code in _CAST:
                 wide = value

@@ -449,8 +449,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
                 it (one line: file, tensor, problem); ``NonFiniteWeightsError``: NaN/inf values.
             FileNotFoundError: no checkpoint at ``path`` (``CheckpointNotFoundError``).
         """
-        # lazily: reading a TF1 checkpoint needs TensorFlow, and `import torch_layers` must never import it
-        from tf_layers.checkpoint import read_tf1_weights
+        from speechblocks.tf1_checkpoint import read_tf1_weights  # numpy: no TensorFlow needed
 
         weights = read_tf1_weights(path, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema,
                                    allow_nonfinite=allow_nonfinite)

@@ -1,0 +1,227 @@
+"""The audio side of the command line: ``mel``, ``griffin-lim``, ``embed`` and the wavs of ``synthesize``.
+
+Each step checks every input before anything is computed or written, and writes through temporary files renamed
+at the end (all or nothing). Frameworks are imported only by the functions that need them; the Griffin-Lim of the
+command line runs in torch by default (the fast path), in TensorFlow with ``--framework keras`` and in numpy (the
+original loop) with ``--framework numpy``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .errors import UsageError
+
+__all__ = ["GL_FRAMEWORKS", "audio_hparams_for", "model_audio_hparams", "read_spectrogram", "griffin_lim_wavs",
+           "wav_output_paths", "write_wavs", "default_encoder_path", "load_speaker_encoder", "embed_wavs",
+           "npy_output_paths", "write_arrays"]
+
+GL_FRAMEWORKS = ("torch", "keras", "numpy")
+#: the model hparams that are also audio hparams (a migrated file stores them)
+_SHARED = ("sample_rate", "num_mels", "symmetric_mels", "max_abs_value")
+#: where ``make install`` puts resemblyzer's pretrained GE2E weights
+_ASSET = os.path.join(".venv", "assets", "resemblyzer", "pretrained.pt")
+
+
+def audio_hparams_for(preset, overrides: dict | None = None):
+    """The audio hparams of ``--hparams`` (a preset or a mapping of original names) with the ``--set`` names that
+    are audio hparams applied (the others belong to the model)."""
+    from .audio import audio_hparams
+    from .audio.params import AUDIO_HPARAM_NAMES
+
+    own = {k: v for k, v in (overrides or {}).items() if k in AUDIO_HPARAM_NAMES}
+    if isinstance(preset, dict):
+        own = {**{k: v for k, v in preset.items() if k in AUDIO_HPARAM_NAMES}, **own}
+        preset = "rtvc" if preset.get("speaker_embedding_size") else "rayhane"
+    return audio_hparams(preset or "rtvc", **own)
+
+
+def model_audio_hparams(model, overrides: dict | None = None):
+    """The audio hparams of a loaded Tacotron-2: its preset's (RTVC when it has a speaker embedding, else
+    Rayhane's), with the values the model itself stores (sample rate, mels, normalisation range) and ``--set``."""
+    hp = model.hparams
+    stored = {k: getattr(hp, k) for k in _SHARED}
+    return audio_hparams_for(hp.variant, {**stored, **(overrides or {})})
+
+
+def read_spectrogram(path: str, channels: int, what: str) -> np.ndarray:
+    """A ``(frames, channels)`` float32 spectrogram from a ``.npy`` file, checked (shape, finite values)."""
+    try:
+        x = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"{path!r} does not exist") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path!r} is not a readable .npy array ({e})") from None
+    if x.ndim != 2 or x.shape[1] != channels or x.shape[0] < 1:
+        raise UsageError(f"{path!r} must hold a {what} of shape (frames, {channels}); got {list(x.shape)}")
+    if x.dtype.kind not in "fiu":
+        raise UsageError(f"{path!r} must hold numbers; got dtype {x.dtype}")
+    if not np.all(np.isfinite(x)):
+        raise UsageError(f"{path!r} holds NaN or inf: no waveform written")
+    return np.asarray(x, np.float32)
+
+
+def _torch_gl(spectrograms, hp, n_iter, seed, linear):
+    import torch
+
+    from torch_layers import griffin_lim as gl
+
+    inverse = gl.inv_linear_spectrogram if linear else gl.inv_mel_spectrogram
+    out = []
+    with torch.inference_mode():
+        for i, s in enumerate(spectrograms):
+            g = torch.Generator().manual_seed(seed + i)
+            out.append(inverse(torch.from_numpy(s)[None], hp, n_iter=n_iter, generator=g)[0].numpy())
+    return out
+
+
+def _keras_gl(spectrograms, hp, n_iter, seed, linear):
+    from tf_layers import griffin_lim as gl
+
+    inverse = gl.inv_linear_spectrogram if linear else gl.inv_mel_spectrogram
+    return [np.asarray(inverse(s[None], hp, n_iter=n_iter, seed=seed + i))[0] for i, s in enumerate(spectrograms)]
+
+
+def _numpy_gl(spectrograms, hp, n_iter, seed, linear):
+    from . import audio
+
+    inverse = audio.inv_linear_spectrogram if linear else audio.inv_mel_spectrogram
+    return [inverse(s, hp, n_iter=n_iter, seed=seed + i) for i, s in enumerate(spectrograms)]
+
+
+def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch", n_iter: int | None = None,
+                     seed: int = 0, linear: bool = False, progress=None) -> list[np.ndarray]:
+    """Waveforms of ``(frames, num_mels)`` mel (or ``(frames, num_freq)`` linear) spectrograms: Griffin-Lim with the
+    audio hparams ``hp`` in ``framework``; sentence ``i`` draws its initial phases from ``seed + i``."""
+    if framework not in GL_FRAMEWORKS:
+        raise UsageError(f"--framework must be one of {', '.join(GL_FRAMEWORKS)}; got {framework!r}")
+    if n_iter is not None and n_iter < 0:
+        raise UsageError(f"--griffin-lim-iters must be >= 0; got {n_iter}")
+    run = {"torch": _torch_gl, "keras": _keras_gl, "numpy": _numpy_gl}[framework]
+    wavs = []
+    for i, s in enumerate(spectrograms):
+        if progress is not None:
+            progress(f"Griffin-Lim {i + 1}/{len(spectrograms)} ({s.shape[0]} frames)")
+        wavs += run([s], hp, n_iter, seed + i, linear)
+    for i, w in enumerate(wavs):
+        if not np.all(np.isfinite(w)):  # never a NaN waveform on disk
+            raise ValueError(f"Griffin-Lim of spectrogram {i} gave a non-finite waveform")
+    return wavs
+
+
+def wav_output_paths(value, npy_paths: list[str]) -> list[str]:
+    """``synthesize --wav [PATH]``: without PATH each ``.wav`` sits beside its ``.npy``; one sentence may name the
+    file; several sentences name a directory."""
+    if value is True or value is None:
+        return [os.path.splitext(p)[0] + ".wav" for p in npy_paths]
+    return npy_output_paths(value, [os.path.splitext(os.path.basename(p))[0] for p in npy_paths], ".wav", "--wav")
+
+
+def npy_output_paths(out: str, stems: list[str], ext: str = ".npy", option: str = "--out") -> list[str]:
+    """One input: ``out`` is the file (``ext``) or a directory; several: a directory (created; its parent must exist)
+    holding ``<stem><ext>`` per input."""
+    out = os.fspath(out)
+    if len(stems) == 1 and not os.path.isdir(out) and not out.endswith(os.sep):
+        if not out.endswith(ext):
+            raise UsageError(f"{option} {out!r}: for one input give a {ext} file (or a directory)")
+        parent = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(parent):
+            raise UsageError(f"{option} {out!r}: directory {parent!r} does not exist")
+        return [out]
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"{option} {out!r}: {len(stems)} inputs need a directory, and this is a file")
+    parent = os.path.dirname(os.path.abspath(out.rstrip(os.sep)))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {out!r}: directory {parent!r} does not exist")
+    if len(set(stems)) != len(stems):
+        raise UsageError(f"{option} {out!r}: two inputs have the same name; write them one at a time")
+    return [os.path.join(out, stem + ext) for stem in stems]
+
+
+def _commit(pending: list[tuple[str, str]]) -> None:
+    for tmp, path in pending:
+        os.replace(tmp, path)
+
+
+def _abandon(pending: list[tuple[str, str]]) -> None:
+    for tmp, _ in pending:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_wavs(wavs: list[np.ndarray], paths: list[str], sample_rate: int) -> None:
+    """Writes every wav (the original's peak-normalised int16) through temporary files: all or nothing."""
+    from .audio import save_wav
+
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+    pending: list[tuple[str, str]] = []
+    try:
+        for wav, path in zip(wavs, paths):
+            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}.wav"
+            save_wav(wav, tmp, sample_rate)
+            pending.append((tmp, path))
+    except BaseException:
+        _abandon(pending)
+        raise
+    _commit(pending)
+
+
+def write_arrays(arrays: list[np.ndarray], paths: list[str]) -> None:
+    """Writes every array as ``.npy`` through temporary files: all or nothing."""
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+    pending: list[tuple[str, str]] = []
+    try:
+        for a, path in zip(arrays, paths):
+            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}.npy"
+            np.save(tmp, np.asarray(a, np.float32))
+            pending.append((tmp, path))
+    except BaseException:
+        _abandon(pending)
+        raise
+    _commit(pending)
+
+
+def default_encoder_path() -> str | None:
+    """``$SPEECHBLOCKS_GE2E_WEIGHTS``, else the weights ``make install`` fetched (``.venv/assets/...``), else None."""
+    env = os.environ.get("SPEECHBLOCKS_GE2E_WEIGHTS")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), _ASSET)
+    for candidate in (here, os.path.join(sys.prefix, "assets", "resemblyzer", "pretrained.pt")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def load_speaker_encoder(path: str | None, framework: str = "torch"):
+    """The GE2E ``SpeakerEncoder`` of ``--encoder`` (RTVC ``encoder.pt`` or resemblyzer's ``pretrained.pt``)."""
+    path = path or default_encoder_path()
+    if path is None:
+        raise UsageError("no speaker encoder: give --encoder ENCODER.pt (RTVC's encoder.pt or resemblyzer's "
+                         "pretrained.pt; `make install` fetches the latter)")
+    if not os.path.isfile(path):
+        raise UsageError(f"--encoder {path!r} does not exist")
+    if framework == "keras":
+        import tf_layers
+
+        return tf_layers.SpeakerEncoder.from_torch_checkpoint(path)
+    import torch_layers
+
+    return torch_layers.SpeakerEncoder.from_checkpoint(path).eval()
+
+
+def embed_wavs(encoder, paths: list[str], progress=None) -> list[np.ndarray]:
+    """The GE2E embedding ``(embedding_size,)`` of each recording (the original ``embed_utterance`` of its
+    ``preprocess_wav``)."""
+    out = []
+    for i, p in enumerate(paths):
+        if not os.path.isfile(p):
+            raise UsageError(f"{p!r} does not exist")
+        if progress is not None:
+            progress(f"embedding {i + 1}/{len(paths)}: {os.path.basename(p)}")
+        out.append(np.asarray(encoder.embed_wav(p), np.float32))
+    return out

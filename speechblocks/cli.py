@@ -574,6 +574,9 @@ def main(argv=None) -> int:
         return 130
     except (UsageError, ValueError, OSError) as e:  # the user's input: one line, status 2
         if debug:
+            details = getattr(e, "details", None)
+            if callable(details):  # a multi-item error: every item, then the traceback
+                print(details(), file=sys.stderr)
             raise
         _say(args.command, f"error: {_one_line(e)}")
         return 2

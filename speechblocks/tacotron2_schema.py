@@ -7,6 +7,7 @@ two and lists every mismatch. Pure Python: imports no framework.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 
@@ -14,7 +15,8 @@ from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
 __all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "is_regularized",
            "INFERABLE", "ATTENTION_SCOPE", "MODEL_SCOPE", "REGULARIZATION_EXCLUDED", "conv_bn_shapes", "dense_shapes",
-           "lstm_shapes", "MODEL_BLOCK_ATTRIBUTES", "MODEL_PARTS", "model_block", "parameters_by_part", "matching_preset"]
+           "lstm_shapes", "MODEL_BLOCK_ATTRIBUTES", "MODEL_PARTS", "model_block", "parameters_by_part", "matching_preset",
+           "HParamsMismatchError"]
 
 Shape = tuple[int, ...]
 MODEL_SCOPE = "Tacotron_model/inference"
@@ -265,9 +267,75 @@ def checkpoint_hparams(shapes: Mapping[str, Shape], hparams=None, overrides: Map
         hp = resolve_hparams(hparams, n_symbols, **overrides)
     problems = check_tf1_shapes(shapes, hp)
     if problems:
-        raise ValueError(f"the hparams contradict {source} ({len(problems)} mismatch(es)):\n"
-                         + "\n".join(f"  - {p}" for p in problems))
+        raise HParamsMismatchError(source, _mismatch_cause(shapes, hp, inferred, problems), problems)
     return hp
+
+
+class HParamsMismatchError(ValueError):
+    """The hparams given contradict a checkpoint's shapes.
+
+    The message is one line that names the cause first (the hparams whose values the shapes contradict, or the
+    scopes of the variables that do not fit) and stays short; every mismatch is in :attr:`problems`
+    (``speechblocks ... --debug`` prints them).
+
+    Attributes:
+        source: how the checkpoint is named.
+        cause: the first sentence.
+        problems: one line per missing, mis-shaped or unexpected variable.
+    """
+
+    def __init__(self, source: str, cause: str, problems: list[str]):
+        self.source, self.cause, self.problems = source, cause, list(problems)
+        super().__init__(f"the hparams contradict {source}: {cause} ({len(self.problems)} mismatching variables; "
+                         "--debug lists them)")
+
+    def details(self) -> str:
+        """Every mismatch, one per line."""
+        return "\n".join(f"  - {p}" for p in self.problems)
+
+
+#: ``(scope prefixes, the hparam whose value decides whether the model has them)``
+_OPTIONAL_PARTS = ((("CBHG_postnet/", "cbhg_linear_specs_projection/"), "predict_linear"),)
+
+
+def _scope(name: str) -> str:
+    return name.split("/", 1)[0] + "/" if "/" in name else name
+
+
+def _mismatch_cause(shapes, hp: Tacotron2HParams, inferred: dict, problems: list[str]) -> str:
+    """One sentence on why ``hp`` does not fit ``shapes``: a part the hparams leave out or expect, the hparams
+    the shapes read differently, or the scopes of the misfits."""
+    expected = tf1_variable_shapes(hp)
+    extra = sorted(k for k in shapes if k not in expected)
+    absent = sorted(k for k in expected if k not in shapes)
+    for prefixes, flag in _OPTIONAL_PARTS:
+        n_extra = sum(k.startswith(prefixes) for k in extra)
+        n_absent = sum(k.startswith(prefixes) for k in absent)
+        under = " and ".join(prefixes)
+        if n_extra and not getattr(hp, flag):
+            return (f"the hparams say {flag}=False, but the checkpoint holds the post-CBHG ({n_extra} variables under "
+                    f"{under}): drop --hparams or --set {flag}=true")
+        if n_absent and getattr(hp, flag) and not any(k.startswith(prefixes) for k in shapes):
+            return (f"the hparams say {flag}=True, but the checkpoint has no post-CBHG (no variable under {under}): "
+                    f"drop --hparams or --set {flag}=false")
+    said = []
+    for name, value in inferred.items():
+        ours = getattr(hp, name, None)
+        if isinstance(value, tuple) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, list):
+            value, ours = tuple(value), tuple(ours) if isinstance(ours, (list, tuple)) else ours
+        if name in _fields() and ours != value and not (value is None and not ours):
+            said.append(f"{name}={ours!r} where the shapes say {value!r}")
+    if said:
+        return "the hparams say " + ", ".join(said[:4]) + (" ..." if len(said) > 4 else "")
+    scopes = sorted({_scope(k) for k in extra + absent})
+    listed = ", ".join(scopes[:4]) + (" ..." if len(scopes) > 4 else "")
+    return f"{len(extra)} unexpected and {len(absent)} missing variable(s) under {listed}; first: {problems[0]}"
+
+
+def _fields() -> set[str]:
+    return {f.name for f in dataclasses.fields(Tacotron2HParams)}
 
 
 #: the blocks of the whole model: ``{block path (relative to MODEL_SCOPE): attribute path}`` -- the same attribute

@@ -6,6 +6,8 @@ from torch import nn
 
 from speechblocks.distributed import check_sync_batch_norm
 
+from .collectives import moments_over_ranks, world_size
+
 
 class TFBatchNorm(nn.Module):
     """Batch norm of ``(..., channels)`` tensors as ``tf.compat.v1.layers.batch_normalization``.
@@ -69,15 +71,11 @@ class TFBatchNorm(nn.Module):
 
     @torch.jit.unused
     def _ranks(self) -> int:
-        from .distributed import world_size
-
         return world_size(self.process_group)
 
     @torch.jit.unused
     def _global_moments(self, x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        from .distributed import _moments_over_ranks
-
-        return _moments_over_ranks(x, dims, self.process_group)
+        return moments_over_ranks(x, dims, self.process_group)
 
     def extra_repr(self) -> str:
         sync = ", sync_batch_norm=True" if self.sync_batch_norm else ""

@@ -44,7 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..state_dict import one_line
-from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, checkpoint_hparams, model_block
+from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, HParamsMismatchError, checkpoint_hparams, model_block
 from .inventory import CheckpointInventory, inspect_checkpoint
 from .migrated_file import (
     FORMAT_VERSION,
@@ -409,6 +409,8 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
     found = inv.model
     try:
         hp = checkpoint_hparams(found.shapes, hparams, overrides, source=f"checkpoint {inv.checkpoint!r}")
+    except HParamsMismatchError:
+        raise  # one line naming the cause, every mismatch in its .problems; nothing was written
     except ValueError as e:
         raise MigrationError(inv.checkpoint, str(e).splitlines()) from None
     t0 = time.perf_counter()

@@ -1,0 +1,135 @@
+"""The import graph of the three packages, read from the sources (every ``import``, at module level or inside a
+function): imports flow one way.
+
+* no circle between modules (lazy, function-level imports count: a circle there is still two modules that cannot
+  be understood apart);
+* the framework-free core (``speechblocks`` without its application layer: the command line, synthesis, the
+  audio commands, the migration driver) imports no framework and nothing of ``tf_layers`` / ``torch_layers`` /
+  ``parity_tests``, not even lazily, and never through ``importlib``;
+* ``tf_layers`` never imports torch, ``torch_layers`` never TensorFlow or Keras;
+* the frameworks import only the core, not the application layer -- the known exceptions are pinned below (the
+  Keras ``Tacotron2.from_migrated`` calls the migration driver, ``tf_layers.checkpoint`` re-exports it), so the
+  list can only shrink.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("speechblocks", "tf_layers", "torch_layers")
+APPLICATION = {"speechblocks.cli", "speechblocks.synthesis", "speechblocks.audio_commands",
+               "speechblocks.migration.migrate", "speechblocks.assets",
+               "speechblocks.migration"}  # the package re-exports the driver
+FRAMEWORKS = {"tensorflow", "keras", "tf_keras", "torch", "tf_layers", "torch_layers", "parity_tests"}
+#: (importer, imported) pairs from a framework into the application layer, still to be removed
+KNOWN_UPWARD = {("tf_layers.tacotron2", "speechblocks.migration.migrate"),  # Keras from_migrated
+                ("tf_layers.checkpoint", "speechblocks.migration")}  # re-exports inspect/migrate/load_migrated
+
+
+def _modules() -> dict[str, str]:
+    out = {}
+    for pkg in PACKAGES:
+        for root, _, files in os.walk(os.path.join(ROOT, pkg)):
+            for f in files:
+                if f.endswith(".py"):
+                    path = os.path.join(root, f)
+                    name = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
+    return out
+
+
+def _imports(name: str, path: str, modules: dict) -> list[str]:
+    """Absolute names of everything ``name`` imports (relative imports resolved; ``from pkg import sub`` -> the
+    submodule when it is one)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            out += [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module":
+            out.append("importlib.import_module")
+    return out
+
+
+def _graph():
+    modules = _modules()
+    edges = defaultdict(set)
+    raw = {}
+    for name, path in modules.items():
+        raw[name] = _imports(name, path, modules)
+        for target in raw[name]:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges[name].add(target)
+    return modules, edges, raw
+
+
+def _cycles(nodes, edges) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    modules, edges, _ = _graph()
+    assert _cycles(sorted(modules), edges) == []
+
+
+def test_the_core_imports_no_framework_even_lazily():
+    modules, _, raw = _graph()
+    core = [m for m in modules if m.split(".")[0] == "speechblocks" and m not in APPLICATION]
+    assert len(core) > 30
+    bad = sorted((m, t) for m in core for t in raw[m]
+                 if t.split(".")[0] in FRAMEWORKS or t == "importlib.import_module" or t in APPLICATION)
+    assert bad == []
+
+
+def test_each_framework_package_imports_only_its_own_framework():
+    modules, _, raw = _graph()
+    for pkg, foreign in (("tf_layers", {"torch", "torch_layers"}),
+                         ("torch_layers", {"tensorflow", "keras", "tf_keras", "tf_layers"})):
+        bad = sorted((m, t) for m in modules if m.split(".")[0] == pkg for t in raw[m] if t.split(".")[0] in foreign)
+        assert bad == [], pkg
+
+
+def test_frameworks_import_the_core_not_the_application_layer():
+    modules, edges, _ = _graph()
+    upward = {(m, t) for m in modules if m.split(".")[0] in ("tf_layers", "torch_layers") for t in edges[m]
+              if t in APPLICATION}
+    assert upward == KNOWN_UPWARD

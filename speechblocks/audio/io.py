@@ -3,7 +3,8 @@
 Deviations from the originals, on purpose:
 
 * :func:`load_wav` reads with soundfile (wav, flac, ogg) and resamples with soxr (``"HQ"``, librosa >= 0.10's
-  ``res_type="soxr_hq"``); the originals' ``librosa.load`` resampled with resampy ``kaiser_best``. Files already
+  ``res_type="soxr_hq"``, and librosa's output length ``ceil(samples * sample_rate / file rate)``); the originals'
+  ``librosa.load`` resampled with resampy ``kaiser_best``. Files already
   at ``sample_rate`` are read unchanged. Several channels are averaged (``librosa.to_mono``).
 * :func:`trim_silence` is written out in numpy as ``librosa.effects.trim`` of librosa 0.6-0.8 computed it: the
   frame RMS pads the signal with ``pad_mode="reflect"``; librosa >= 0.9 pads with zeros, which can move the
@@ -74,7 +75,9 @@ def load_wav(path, hparams="rtvc") -> np.ndarray:
     if sr != hp.sample_rate:
         import soxr
 
-        wav = soxr.resample(wav, sr, hp.sample_rate, quality="HQ")
+        n_out = int(np.ceil(wav.size * hp.sample_rate / sr))  # librosa's length rule (fix=True), 0.6 to today
+        wav = soxr.resample(wav, sr, hp.sample_rate, quality="HQ")[:n_out]
+        wav = np.pad(wav, (0, n_out - wav.size))
     wav = np.ascontiguousarray(wav, dtype=np.float32)
     if not np.all(np.isfinite(wav)):
         raise ValueError(f"load_wav: {p!r} holds NaN or inf samples.")

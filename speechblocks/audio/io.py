@@ -12,6 +12,7 @@ Deviations from the originals, on purpose:
 * :func:`save_wav` writes the original's peak-normalised int16 (scipy ``wavfile``) without scaling the caller's
   array in place, atomically (a temporary file renamed over the target), and refuses NaN/inf.
 
+scipy.signal / scipy.io are imported inside the functions (scipy.signal alone takes seconds to import).
 ``rescale`` is not applied by :func:`load_wav` (the originals' ``load_wav`` does not either): the per-utterance
 order of each preset is :func:`speechblocks.audio.recording_features`'s.
 """
@@ -21,8 +22,6 @@ import os
 import tempfile
 
 import numpy as np
-from scipy import signal
-from scipy.io import wavfile
 
 from .params import as_audio_hparams
 
@@ -119,6 +118,8 @@ def save_wav(wav, path, sample_rate: int) -> None:
     directory = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(directory):
         raise ValueError(f"save_wav: the output directory of {p!r} does not exist.")
+    from scipy.io import wavfile
+
     pcm = (w * (32767 / max(0.01, float(np.max(np.abs(w)))))).astype(np.int16)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(p) + ".", suffix=".tmp")
     try:
@@ -203,7 +204,9 @@ def preemphasis(wav, k: float) -> np.ndarray:
     Returns:
         np.ndarray: float64 ``(samples,)`` (lfilter's type, as in the originals).
     """
-    return signal.lfilter([1.0, -k], [1.0], _waveform(wav, "preemphasis: `wav`"))
+    from scipy.signal import lfilter
+
+    return lfilter([1.0, -k], [1.0], _waveform(wav, "preemphasis: `wav`"))
 
 
 def inv_preemphasis(wav, k: float) -> np.ndarray:
@@ -216,4 +219,6 @@ def inv_preemphasis(wav, k: float) -> np.ndarray:
     Returns:
         np.ndarray: float64 ``(samples,)``.
     """
-    return signal.lfilter([1.0], [1.0, -k], _waveform(wav, "inv_preemphasis: `wav`"))
+    from scipy.signal import lfilter
+
+    return lfilter([1.0], [1.0, -k], _waveform(wav, "inv_preemphasis: `wav`"))

@@ -17,15 +17,14 @@ The spectrograms (every function takes a preset name, a mapping of original name
 * then ``normalize(S)`` when ``signal_normalization``.
 
 The originals return ``(channels, frames)`` and their preprocessors save the transpose; these functions return
-``(frames, channels)`` float32 directly.
+``(frames, channels)`` float32 directly. scipy (fft, signal) and librosa (the mel basis) are imported inside the
+functions.
 """
 from __future__ import annotations
 
 import functools
 
 import numpy as np
-import scipy.fft
-from scipy import signal
 
 from .io import _waveform, preemphasis
 from .params import AudioHParams, as_audio_hparams
@@ -40,9 +39,11 @@ _TINY32 = float(np.finfo(np.float32).tiny)  # librosa's util.tiny of its float32
 @functools.lru_cache(maxsize=16)
 def _window(win_size: int, n_fft: int) -> np.ndarray:
     """Periodic Hann of ``win_size`` zero-padded (centred, left pad ``(n_fft - win_size) // 2``) to ``n_fft``."""
+    from scipy.signal import get_window
+
     w = np.zeros(n_fft)
     left = (n_fft - win_size) // 2
-    w[left:left + win_size] = signal.get_window("hann", win_size, fftbins=True)
+    w[left:left + win_size] = get_window("hann", win_size, fftbins=True)
     w.setflags(write=False)
     return w
 
@@ -68,6 +69,8 @@ def stft(wav, hparams="rtvc") -> np.ndarray:
     Returns:
         np.ndarray: complex ``(num_freq, frames)`` with ``frames = 1 + len(wav) // hop_size``.
     """
+    import scipy.fft
+
     hp = as_audio_hparams(hparams)
     w = _waveform(wav, "stft: `wav`")
     dtype = np.float32 if w.dtype == np.float32 else np.float64
@@ -100,6 +103,8 @@ def istft(spec, hparams="rtvc") -> np.ndarray:
     Raises:
         ValueError: naming ``spec`` when it is not ``(num_freq, frames)``.
     """
+    import scipy.fft
+
     hp = as_audio_hparams(hparams)
     s = np.asarray(spec)
     if s.ndim != 2 or s.shape[0] != hp.num_freq or s.shape[1] < 1:
@@ -246,6 +251,8 @@ def spectrograms(wav, hparams="rtvc", *, mel: bool = True, linear: bool = True, 
     Raises:
         ValueError: naming the input when it is not 1-D, holds NaN/inf, is shorter than ``win_size`` or silent.
     """
+    import scipy.fft
+
     hp = as_audio_hparams(hparams)
     w = _check_input(wav, hp, name)
     if hp.preemphasis_in_spectrogram and hp.preemphasize:

@@ -1,9 +1,9 @@
 """Tacotron-2 hparams: the two presets under their original names, and their validation.
 
 ``tacotron2_hparams("rtvc")`` is the TF1 Real-Time-Voice-Cloning synthesizer's ``hparams.py``;
-``tacotron2_hparams("rayhane")`` Rayhane-mamah/Tacotron-2's. Only the names the model, its loss and its
-training recipe read are listed (audio processing, data splits, GPU placement and the vocoder are not the
-model's business). :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
+``tacotron2_hparams("rayhane")`` Rayhane-mamah/Tacotron-2's. Listed are the names the model, its loss and its
+training recipe read, and the audio front-end's (``speechblocks.audio.audio_hparams`` validates those; the model
+ignores them); data splits, GPU placement and the vocoder are not listed. :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
 a validated :class:`Tacotron2HParams`; a bad value raises ``ValueError`` naming the hparam.
 Pure Python: imports no framework.
 """
@@ -59,16 +59,37 @@ _COMMON = dict(
     tacotron_teacher_forcing_ratio=1.0,
 )
 
-#: the presets, original names and defaults (only what the model, its loss and its training recipe read)
+# The audio front-end (speechblocks.audio), original names and values. The model reads none of them.
+# Two keys are NOT original hparams, they record what the originals hard-coded: ``stft_pad_mode`` (RTVC called
+# librosa.stft with librosa 0.6-0.8's default pad_mode="reflect", Rayhane passes pad_mode='constant') and
+# ``preemphasis_in_spectrogram`` (RTVC's melspectrogram/linearspectrogram pre-emphasise their input; Rayhane's
+# do not: its preprocessor pre-emphasises the waveform before the call). RTVC has no ``trim_silence`` (its
+# preprocessing never trims, False here) and no ``magnitude_power`` (its spectrogram is the amplitude, 1.0) nor
+# ``num_freq`` (n_fft // 2 + 1 = 401): both are left out so the model keeps inferring num_freq as before.
+_RTVC_AUDIO = dict(
+    n_fft=800, hop_size=200, win_size=800, fmin=55, fmax=7600, preemphasize=True, preemphasis=0.97,
+    signal_normalization=True, allow_clipping_in_normalization=True, min_level_db=-100, ref_level_db=20,
+    power=1.5, griffin_lim_iters=60, rescale=True, rescaling_max=0.9, trim_silence=False, trim_top_db=23,
+    trim_fft_size=512, trim_hop_size=128, utterance_min_duration=1.6, max_mel_frames=900, clip_mels_length=True,
+    stft_pad_mode="reflect", preemphasis_in_spectrogram=True)
+_RAYHANE_AUDIO = dict(
+    n_fft=2048, hop_size=275, win_size=1100, fmin=55, fmax=7600, preemphasize=True, preemphasis=0.97,
+    magnitude_power=2.0, signal_normalization=True, allow_clipping_in_normalization=True, min_level_db=-100,
+    ref_level_db=20, power=1.5, griffin_lim_iters=60, rescale=True, rescaling_max=0.999, trim_silence=True,
+    trim_top_db=40, trim_fft_size=2048, trim_hop_size=512, max_mel_frames=900, clip_mels_length=True,
+    stft_pad_mode="constant", preemphasis_in_spectrogram=False)
+
+#: the presets, original names and defaults (what the model, its loss, its training recipe and the audio
+#: front-end read)
 TACOTRON2_PRESETS: dict[str, dict] = {
     # TF1 Real-Time-Voice-Cloning synthesizer (SV2TTS): r = 2, speaker embedding concatenated to the memory
     "rtvc": dict(_COMMON, outputs_per_step=2, max_iters=2000, predict_linear=False, cross_entropy_pos_weight=20,
-                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256),
+                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256, **_RTVC_AUDIO),
     # Rayhane-mamah/Tacotron-2 (final hparams.py): r = 1, BN after the activation, outputs clipped, post-CBHG
     "rayhane": dict(_COMMON, outputs_per_step=1, max_iters=10000, predict_linear=True, num_freq=1025,
                     cross_entropy_pos_weight=1, sample_rate=22050, tacotron_reg_weight=1e-6,
                     batch_norm_position="after", clip_outputs=True, lower_bound_decay=0.1,
-                    synthesis_constraint=False),
+                    synthesis_constraint=False, **_RAYHANE_AUDIO),
 }
 
 #: every hparam name the presets know (overrides outside this set are refused as typos)

@@ -4,11 +4,15 @@ Torch state-dict exchange: :class:`tf_layers.torch_exchange.TorchStateMixin`.
 """
 from __future__ import annotations
 
+import os
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from speechblocks.speaker_encoder import check_speaker_encoder_arguments, ge2e_eer
+from speechblocks.speaker_encoder import check_speaker_encoder_arguments, encoder_checkpoint_state, ge2e_eer
+from speechblocks.state_dict import one_line
+from speechblocks.torch_file import read_torch_file
 
 from ._validation import check_float_tensor
 from .torch_exchange import TorchExchange, TorchStateMixin
@@ -120,6 +124,49 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
                       model_num_layers=self.model_num_layers, model_embedding_size=self.model_embedding_size)
         return config
 
+    # -- a recording's embedding -----------------------------------------------------------------
+    def embed_wav(self, wav_or_path, source_sr: int | None = None, using_partials: bool = True,
+                  return_partials: bool = False, preprocess: bool = True, partial_utterance_n_frames: int = 160,
+                  min_pad_coverage: float = 0.75, overlap: float = 0.5):
+        """Embeds a recording, as RTVC's ``embed_utterance(preprocess_wav(wav_or_path, source_sr))``.
+
+        :func:`speechblocks.audio.speaker.embed_speaker_wav` with this layer as the network (eager, inference):
+        preprocessing (16 kHz, -30 dBFS, long silences cut), the waveform zero-padded to the last 1.6 s partial's
+        end, its power mel, the partials embedded in one batch, the mean of the partial embeddings L2-normalised.
+        The same pipeline as ``torch_layers.SpeakerEncoder.embed_wav``. Needs ``mel_n_channels == 40``.
+
+        Args:
+            wav_or_path: an audio file (what soundfile reads) or a float waveform ``(samples,)``.
+            source_sr: the waveform's sampling rate (``None``: 16 kHz); ignored for a file.
+            using_partials: average 1.6 s partials (default) or embed the whole mel at once.
+            return_partials: also return the partial embeddings and the waveform slices.
+            preprocess: ``False``: ``wav_or_path`` is a waveform already preprocessed at 16 kHz.
+            partial_utterance_n_frames: frames of a partial utterance.
+            min_pad_coverage: minimum covered fraction of the last partial.
+            overlap: overlap of consecutive partials.
+
+        Returns:
+            float32 **numpy** embedding ``(model_embedding_size,)`` (as the original and the torch twin); with
+            ``return_partials``, ``(embedding, partials (n_partials, model_embedding_size), wav_slices)``
+            (``(embedding, None, None)`` without ``using_partials``).
+
+        Raises:
+            ValueError: one line naming the file or argument (not audio, empty, silent, shorter than one mel window,
+                NaN, a ``source_sr`` that is no positive int, no speech found), or ``mel_n_channels != 40``.
+        """
+        from speechblocks.audio.speaker import SPEAKER_N_MELS, embed_speaker_wav
+
+        if self.mel_n_channels != SPEAKER_N_MELS:
+            raise ValueError(f"SpeakerEncoder.embed_wav: needs mel_n_channels == {SPEAKER_N_MELS} (the encoder's "
+                             f"mel); this encoder has {self.mel_n_channels}.")
+
+        def embed_frames(frames: np.ndarray) -> np.ndarray:
+            return np.asarray(keras.ops.convert_to_numpy(self(tf.convert_to_tensor(frames), training=False)),
+                              dtype=np.float32)
+
+        return embed_speaker_wav(embed_frames, wav_or_path, source_sr, using_partials, return_partials, preprocess,
+                                 partial_utterance_n_frames, min_pad_coverage, overlap)
+
     # -- GE2E ---------------------------------------------------------------------------------
     def similarity_matrix(self, embeds):
         """GE2E similarity matrix, scaled: ``w * cos + b`` (computed in float32, or float64 for float64 input).
@@ -177,6 +224,41 @@ class SpeakerEncoder(TorchStateMixin, keras.layers.Layer):
         if compute_eer:
             eer = ge2e_eer(np.asarray(logits))
         return loss, eer
+
+    # -- checkpoints --------------------------------------------------------------------------
+    @classmethod
+    def from_torch_checkpoint(cls, path: str | os.PathLike, strict: bool = True, **kwargs) -> SpeakerEncoder:
+        """Builds an encoder from an upstream torch checkpoint without torch, sizes inferred from the weights.
+
+        The same files as ``torch_layers.SpeakerEncoder.from_checkpoint``: a bare state dict, RTVC's ``encoder.pt``
+        or Resemblyzer's ``pretrained.pt`` (``{"model_state": state_dict, "step": int, ...}``), zip or torch's
+        legacy format. Read by :func:`speechblocks.torch_file.read_torch_file` (plain data and dense tensors only,
+        as ``torch.load(weights_only=True)``; the zip members' CRC-32 checked), loaded with
+        ``load_torch_state_dict`` (all or nothing).
+
+        Args:
+            path: checkpoint file.
+            strict: as ``load_torch_state_dict``.
+            **kwargs: base layer arguments (``name``, ``dtype``, ...).
+
+        Returns:
+            the built layer with the checkpoint's weights.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: one line naming the file: damaged, refused (anything else than tensors and plain data), no
+                encoder state dict, or one with wrong, missing, extra or mis-shaped keys (listed on that line).
+        """
+        what = "SpeakerEncoder.from_torch_checkpoint: checkpoint"
+        path = os.fspath(path)
+        state, sizes = encoder_checkpoint_state(read_torch_file(path, what), path, what)
+        try:
+            layer = cls(**sizes, **kwargs)
+            layer.load_torch_state_dict(state, strict=strict)
+        except ValueError as e:
+            raise ValueError(f"{what} {path!r} does not fit the encoder its shapes describe: "
+                             f"{one_line(getattr(e, 'problems', [str(e)]))}") from None
+        return layer
 
     # -- torch exchange -----------------------------------------------------------------------
     def _build_from_torch_state(self, state):

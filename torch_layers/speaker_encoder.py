@@ -4,12 +4,17 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
-from speechblocks.speaker_encoder import check_speaker_encoder_arguments
+from speechblocks.speaker_encoder import (
+    check_speaker_encoder_arguments,
+    encoder_checkpoint_state,
+    partial_windows,
+)
 from speechblocks.speaker_encoder import ge2e_eer as _ge2e_eer_numpy
 from speechblocks.state_dict import one_line
 
@@ -17,47 +22,6 @@ from ._state_dict import CheckedLoadStateDict, check_module_state_dict, safe_tor
 from ._validation import check_float_tensor
 
 __all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
-
-
-def partial_windows(n_frames: int, partials_n_frames: int = 160, overlap: float = 0.5,
-                    min_coverage: float = 0.75) -> list[tuple[int, int]]:
-    """Frame windows ``[start, stop)`` used to embed a whole utterance (RTVC's partial-utterance rule).
-
-    Windows are ``partials_n_frames`` long and start every ``step = max(round(partials_n_frames *
-    (1 - overlap)), 1)`` frames: ``start = 0, step, 2*step, ...`` while ``start <= n_frames -
-    partials_n_frames + step`` (at least one window). A window may run past the utterance (it is padded);
-    the **last** window is dropped when it covers less than ``min_coverage`` of its frames with real
-    frames, unless it is the only one.
-
-    Example (160 frames, 50 % overlap, 75 %): 200 frames -> ``[(0, 160), (80, 240)]`` (the second covers
-    120/160 = 75 %: kept); 180 frames -> ``[(0, 160)]`` (``(80, 240)`` covers 100/160: dropped);
-    100 frames -> ``[(0, 160)]`` (the only window, kept).
-
-    Args:
-        n_frames: number of frames of the utterance (>= 1).
-        partials_n_frames: window length in frames.
-        overlap: overlap of consecutive windows in [0, 1).
-        min_coverage: minimum real-frame fraction of the last window in (0, 1].
-
-    Returns:
-        list of ``(start, stop)`` frame ranges.
-    """
-    if n_frames < 1:
-        raise ValueError(f"partial_windows: `n_frames` must be >= 1; got {n_frames}.")
-    if partials_n_frames < 1:
-        raise ValueError(f"partial_windows: `partials_n_frames` must be >= 1; got {partials_n_frames}.")
-    if not 0.0 <= overlap < 1.0:
-        raise ValueError(f"partial_windows: `overlap` must lie in [0, 1); got {overlap}.")
-    if not 0.0 < min_coverage <= 1.0:
-        raise ValueError(f"partial_windows: `min_coverage` must lie in (0, 1]; got {min_coverage}.")
-    step = max(int(round(partials_n_frames * (1.0 - overlap))), 1)
-    last_start = max(0, n_frames - partials_n_frames + step)
-    windows = [(s, s + partials_n_frames) for s in range(0, last_start + 1, step)]
-    start, stop = windows[-1]
-    coverage = (n_frames - start) / (stop - start)
-    if coverage < min_coverage and len(windows) > 1:
-        windows.pop()
-    return windows
 
 
 def ge2e_eer(sim_matrix: torch.Tensor) -> float:
@@ -223,6 +187,51 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
             return embed, partials, windows
         return embed
 
+    @torch.jit.unused
+    def embed_wav(self, wav_or_path: str | os.PathLike | np.ndarray, source_sr: Optional[int] = None,
+                  using_partials: bool = True, return_partials: bool = False, preprocess: bool = True,
+                  partial_utterance_n_frames: int = 160, min_pad_coverage: float = 0.75, overlap: float = 0.5):
+        """Embeds a recording, as RTVC's ``embed_utterance(preprocess_wav(wav_or_path, source_sr))``.
+
+        :func:`speechblocks.audio.speaker.embed_speaker_wav` with this module as the network (run without
+        gradients, on its device and in its dtype): preprocessing (16 kHz, -30 dBFS, long silences cut), the
+        waveform zero-padded to the last 1.6 s partial's end, its power mel, the partials embedded in one batch,
+        the mean of the partial embeddings L2-normalised. Needs ``mel_n_channels == 40``.
+
+        Args:
+            wav_or_path: an audio file (what soundfile reads) or a float waveform ``(samples,)``.
+            source_sr: the waveform's sampling rate (``None``: 16 kHz); ignored for a file.
+            using_partials: average 1.6 s partials (default) or embed the whole mel at once.
+            return_partials: also return the partial embeddings and the waveform slices.
+            preprocess: ``False``: ``wav_or_path`` is a waveform already preprocessed at 16 kHz.
+            partial_utterance_n_frames: frames of a partial utterance.
+            min_pad_coverage: minimum covered fraction of the last partial.
+            overlap: overlap of consecutive partials.
+
+        Returns:
+            float32 **numpy** embedding ``(model_embedding_size,)`` (as the original; the same in the Keras twin);
+            with ``return_partials``, ``(embedding, partials (n_partials, model_embedding_size), wav_slices)``
+            (``(embedding, None, None)`` without ``using_partials``).
+
+        Raises:
+            ValueError: one line naming the file or argument (not audio, empty, silent, shorter than one mel window,
+                NaN, a ``source_sr`` that is no positive int, no speech found), or ``mel_n_channels != 40``.
+        """
+        from speechblocks.audio.speaker import SPEAKER_N_MELS, embed_speaker_wav
+
+        if self.mel_n_channels != SPEAKER_N_MELS:
+            raise ValueError(f"SpeakerEncoder.embed_wav: needs mel_n_channels == {SPEAKER_N_MELS} (the encoder's "
+                             f"mel); this encoder has {self.mel_n_channels}.")
+        weight = self.linear.weight
+
+        def embed_frames(frames: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                x = torch.from_numpy(frames).to(device=weight.device, dtype=weight.dtype)
+                return self(x).float().cpu().numpy()
+
+        return embed_speaker_wav(embed_frames, wav_or_path, source_sr, using_partials, return_partials, preprocess,
+                                 partial_utterance_n_frames, min_pad_coverage, overlap)
+
     # -- GE2E loss ----------------------------------------------------------------------------
     def _check_embeds(self, embeds: torch.Tensor) -> None:
         check_float_tensor(embeds, "embeds", "SpeakerEncoder", 3, -1,
@@ -306,7 +315,9 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
         """Builds an encoder from an upstream checkpoint, sizes inferred from the weights.
 
         Reads with ``torch.load(..., weights_only=True)``: tensors, numbers, strings and containers only,
-        never arbitrary objects. Accepts a bare state dict or RTVC's ``{"model_state": state_dict, ...}``.
+        never arbitrary objects. Accepts a bare state dict or RTVC's ``encoder.pt`` / Resemblyzer's ``pretrained.pt``
+        (``{"model_state": state_dict, "step": int, "optimizer_state": ...}``; zip or torch's legacy format; the
+        optimizer state is ignored).
 
         Args:
             path: checkpoint file.
@@ -326,16 +337,7 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
         """
         what = "SpeakerEncoder.from_checkpoint: checkpoint"
         data = safe_torch_load(path, map_location, what)
-        state = data.get("model_state", data) if isinstance(data, dict) else None
-        if not isinstance(state, dict) or not all(isinstance(state.get(k), torch.Tensor) and state[k].dim() == 2
-                                                  for k in ("lstm.weight_ih_l0", "lstm.weight_hh_l0", "linear.weight")):
-            raise ValueError(f"{what} {os.fspath(path)!r} holds no encoder state dict (expected 2-D tensors "
-                             "lstm.weight_ih_l0, lstm.weight_hh_l0, linear.weight, ... at top level or under "
-                             "'model_state').")
-        n_layers = sum(1 for k in state if k.startswith("lstm.weight_ih_l") and "reverse" not in k)
-        sizes = dict(mel_n_channels=int(state["lstm.weight_ih_l0"].shape[1]),
-                     model_hidden_size=int(state["lstm.weight_hh_l0"].shape[1]), model_num_layers=n_layers,
-                     model_embedding_size=int(state["linear.weight"].shape[0]))
+        state, sizes = encoder_checkpoint_state(data, os.fspath(path), what)
         try:  # checked on the meta device first: sizes a damaged file claims allocate nothing
             check_module_state_dict(cls(**sizes, device="meta"), state, strict)
             module = cls(**sizes, device=device, dtype=dtype)

@@ -357,7 +357,14 @@ def _cmd_preprocess(args) -> int:
     if args.hparams is None:
         raise UsageError("--hparams is required: rtvc (mels, audio, GE2E embeddings) or rayhane (mels, audio, "
                          "linear spectrograms)")
-    hp = audio_commands.audio_hparams_for(_hparams_arg(args.hparams), _overrides(args.set))
+    from .audio.params import AUDIO_HPARAM_NAMES
+
+    overrides = _overrides(args.set)
+    unknown = sorted(set(overrides) - AUDIO_HPARAM_NAMES)
+    if unknown:
+        raise UsageError(f"--set {', '.join(unknown)}: not an audio hparam (preprocessing reads only those: "
+                         f"{', '.join(sorted(AUDIO_HPARAM_NAMES))})")
+    hp = audio_commands.audio_hparams_for(_hparams_arg(args.hparams), overrides)
     workers = args.workers if args.workers is not None else min(os.cpu_count() or 1, 4)
     cleaners = [c.strip() for c in args.cleaners.split(",") if c.strip()]
     if hp.preset == "rtvc" and args.encoder is not None and not os.path.isfile(args.encoder):
@@ -589,7 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="an LJSpeech corpus when it holds metadata.csv (id|text|normalized text; audio in "
                          "wavs/<id>.wav; the normalized text is used), else a directory of x.wav + x.txt pairs")
     pr.add_argument("out", metavar="OUT", help="the output directory (created)")
-    _hparams_options(pr, "the preset (rtvc or rayhane) or a JSON file of original audio hparam names")
+    pr.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json",
+                    help="required: the preset (its audio hparams, its outputs), or a JSON file of original hparam "
+                         "names")
+    pr.add_argument("--set", action="append", metavar="NAME=VALUE",
+                    help="override one audio hparam by its original name, VALUE as JSON (repeatable), e.g. "
+                         "--set trim_silence=false --set max_mel_frames=1000")
     pr.add_argument("--encoder", metavar="ENCODER.pt",
                     help="rtvc: GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
                          "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")

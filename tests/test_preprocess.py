@@ -244,3 +244,9 @@ def test_a_missing_encoder_or_an_encoder_for_rayhane_writes_nothing(rtvc_run, tm
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--encoder" in err[0]
         assert not os.path.exists(out)
+
+
+def test_a_set_that_is_no_audio_hparam_is_refused(rtvc_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["preprocess", rtvc_run["corpus"], str(out), "--hparams", "rayhane", "--set", "max_mel_frame=3"]) == 2
+    assert "max_mel_frame: not an audio hparam" in capsys.readouterr().err and not os.path.exists(out)

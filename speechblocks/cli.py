@@ -351,6 +351,58 @@ def _cmd_embed(args) -> int:
     return 0
 
 
+def _cmd_preprocess(args) -> int:
+    from . import preprocess
+
+    if args.hparams is None:
+        raise UsageError("--hparams is required: rtvc (mels, audio, GE2E embeddings) or rayhane (mels, audio, "
+                         "linear spectrograms)")
+    from .audio.params import AUDIO_HPARAM_NAMES
+
+    overrides = _overrides(args.set)
+    unknown = sorted(set(overrides) - AUDIO_HPARAM_NAMES)
+    if unknown:
+        raise UsageError(f"--set {', '.join(unknown)}: not an audio hparam (preprocessing reads only those: "
+                         f"{', '.join(sorted(AUDIO_HPARAM_NAMES))})")
+    hp = audio_commands.audio_hparams_for(_hparams_arg(args.hparams), overrides)
+    workers = args.workers if args.workers is not None else min(os.cpu_count() or 1, 4)
+    cleaners = [c.strip() for c in args.cleaners.split(",") if c.strip()]
+    if hp.preset == "rtvc" and args.encoder is not None and not os.path.isfile(args.encoder):
+        raise UsageError(f"--encoder {args.encoder!r} does not exist")
+    if hp.preset == "rtvc":
+        load_torch()
+    bar = _progress_bar("preprocess") if sys.stderr.isatty() and not args.quiet else None
+    try:
+        summary = preprocess.preprocess(args.dataset, args.out, hp, encoder=args.encoder, workers=workers,
+                                        skip_existing=args.skip_existing, skip_bad=args.skip_bad,
+                                        cleaners=cleaners, progress=bar,
+                                        report=lambda line: _say("preprocess", line))
+    finally:
+        if bar is not None:
+            bar(None, None)
+    print(summary.line())
+    return 0
+
+
+def _progress_bar(command: str):
+    """A one-line progress bar on stderr: ``bar(done, total)``; ``bar(None, None)`` ends the line."""
+    shown = [False]
+
+    def bar(done, total) -> None:
+        if done is None:
+            if shown[0]:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r{PROG} {command}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        sys.stderr.flush()
+        shown[0] = True
+
+    return bar
+
+
 # -- parser ----------------------------------------------------------------------------------------
 _EXAMPLES = {
     "parity": """examples:
@@ -381,6 +433,10 @@ _EXAMPLES = {
     "embed": """examples:
   speechblocks embed --encoder encoder.pt me.wav --out me.npy
   speechblocks embed refs/*.wav --out embeds/           # resemblyzer's weights fetched by make install""",
+    "preprocess": """examples:
+  speechblocks preprocess LJSpeech-1.1 training_data --hparams rayhane
+  speechblocks preprocess my_voice/ training_data --hparams rtvc --encoder encoder.pt --workers 8
+  speechblocks preprocess LJSpeech-1.1 training_data --hparams rtvc --skip-existing --skip-bad""",
 }
 
 
@@ -526,6 +582,39 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--out", required=True, help="one file: the .npy; several: a directory of <name>.npy")
     pe.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
     pe.set_defaults(func=_cmd_embed)
+
+    pr = _sub(sub, "preprocess", "a speech corpus to training data, as the original preprocessors",
+              "Turns a corpus into the original training data: OUT/mels/mel-<id>.npy [frames, num_mels], "
+              "OUT/audio/audio-<id>.npy, with rtvc OUT/embeds/embed-<id>.npy (GE2E) and with rayhane "
+              "OUT/linear/linear-<id>.npy, and OUT/train.txt (audio|mel|embed-or-linear|samples|frames|text), "
+              "written last. Each utterance is processed in the preset's original order (rescale, silence "
+              "trimming, pre-emphasis, spectrograms) and dropped by the original filters (rtvc's "
+              "utterance_min_duration; max_mel_frames when clip_mels_length). Every metadata line, audio header "
+              "and text is checked before any audio is processed: a bad one stops the run (one line naming the "
+              "file, exit status 2, nothing written) unless --skip-bad.")
+    pr.add_argument("dataset", metavar="DATASET",
+                    help="an LJSpeech corpus when it holds metadata.csv (id|text|normalized text; audio in "
+                         "wavs/<id>.wav; the normalized text is used), else a directory of x.wav + x.txt pairs")
+    pr.add_argument("out", metavar="OUT", help="the output directory (created)")
+    pr.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json",
+                    help="required: the preset (its audio hparams, its outputs), or a JSON file of original hparam "
+                         "names")
+    pr.add_argument("--set", action="append", metavar="NAME=VALUE",
+                    help="override one audio hparam by its original name, VALUE as JSON (repeatable), e.g. "
+                         "--set trim_silence=false --set max_mel_frames=1000")
+    pr.add_argument("--encoder", metavar="ENCODER.pt",
+                    help="rtvc: GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
+                         "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")
+    pr.add_argument("--cleaners", default="english_cleaners",
+                    help="comma-separated cleaners the texts must survive (default english_cleaners, the presets')")
+    pr.add_argument("--workers", type=int, metavar="N", help="worker processes (default: min(CPUs, 4))")
+    pr.add_argument("--skip-existing", action="store_true",
+                    help="reuse an utterance whose output files exist (its train.txt line is still written)")
+    pr.add_argument("--skip-bad", action="store_true",
+                    help="skip bad utterances (missing or unreadable audio, text outside the symbol table, bad "
+                         "metadata lines), one line each on stderr, counted in the summary")
+    pr.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
+    pr.set_defaults(func=_cmd_preprocess)
     return p
 
 

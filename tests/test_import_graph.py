@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("speechblocks", "tf_layers", "torch_layers")
 APPLICATION = {"speechblocks.cli", "speechblocks.synthesis", "speechblocks.audio_commands",
                "speechblocks.migration.migrate", "speechblocks.assets",
-               "speechblocks.migration"}  # the package re-exports the driver
+               "speechblocks.migration",  # the package re-exports the driver
+               "speechblocks.preprocess"}  # loads the GE2E encoder (torch) through audio_commands
 FRAMEWORKS = {"tensorflow", "keras", "tf_keras", "torch", "tf_layers", "torch_layers", "parity_tests"}
 #: (importer, imported) pairs from a framework into the application layer, still to be removed
 KNOWN_UPWARD = {("tf_layers.tacotron2", "speechblocks.migration.migrate"),  # Keras from_migrated

@@ -11,14 +11,13 @@ from .metadata import (
     BatchSampler,
     MetadataEntry,
     batch_groups,
+    make_test_batches,
     metadata_split,
     read_metadata,
     split_train_test,
-    test_batches,
 )
 from .schedule import learning_rate
 
 __all__ = ["BATCHES_PER_GROUP", "BatchSampler", "MetadataEntry", "batch_groups", "check_example_files",
-           "learning_rate",
-           "load_example", "metadata_split", "prepare_batch", "read_metadata", "round_up", "split_train_test",
-           "target_pad_value", "test_batches", "uses_linear_targets"]
+           "learning_rate", "load_example", "make_test_batches", "metadata_split", "prepare_batch",
+           "read_metadata", "round_up", "split_train_test", "target_pad_value", "uses_linear_targets"]

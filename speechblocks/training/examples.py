@@ -18,22 +18,31 @@ def uses_linear_targets(hparams) -> bool:
     return lookup(hparams, "speaker_embedding_size", None) is None and get_bool(hparams, "predict_linear", False)
 
 
-def _load_array(directory: str, name: str, what: str, entry: MetadataEntry, width: int | None) -> np.ndarray:
-    where = f"{entry.path}, line {entry.line}" if entry.path else "metadata entry"
+def _where(entry: MetadataEntry) -> str:
+    return f"{entry.path}, line {entry.line}" if entry.path else "metadata entry"
+
+
+def _bad_shape(shape: tuple, expected: tuple) -> bool:
+    return len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected))
+
+
+def _shape_error(entry: MetadataEntry, what: str, path: str, shape: tuple, expected: tuple) -> ValueError:
+    shown = "(" + ", ".join("?" if e is None else str(e) for e in expected) + (",)" if len(expected) == 1 else ")")
+    return ValueError(f"{_where(entry)}: {what} file {path} has shape {tuple(shape)}, expected {shown}.")
+
+
+def _load_array(directory: str, name: str, what: str, entry: MetadataEntry, expected: tuple) -> np.ndarray:
     path = os.path.join(directory, name)
     try:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise ValueError(f"{where}: {what} file {path} does not exist.") from None
+        raise ValueError(f"{_where(entry)}: {what} file {path} does not exist.") from None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{where}: {what} file {path} is not a readable .npy array ({exc}).") from None
-    ndim = 1 if what == "speaker embedding" else 2
-    if array.ndim != ndim or (width is not None and array.shape[-1] != width):
-        size = "?" if width is None else width
-        expected = f"({size},)" if ndim == 1 else f"(frames, {size})"
-        raise ValueError(f"{where}: {what} file {path} has shape {array.shape}, expected {expected}.")
+        raise ValueError(f"{_where(entry)}: {what} file {path} is not a readable .npy array ({exc}).") from None
+    if _bad_shape(array.shape, expected):
+        raise _shape_error(entry, what, path, array.shape, expected)
     if not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
-        raise ValueError(f"{where}: {what} file {path} holds non-numeric, NaN or infinite values.")
+        raise ValueError(f"{_where(entry)}: {what} file {path} holds non-numeric, NaN or infinite values.")
     return array
 
 
@@ -65,7 +74,7 @@ def load_example(entry: MetadataEntry, data_dir: str | os.PathLike, hparams, lin
             non-finite values, a text with no encodable character, ids outside the symbol table.
     """
     data_dir = os.fspath(data_dir)
-    where = f"{entry.path}, line {entry.line}" if entry.path else "metadata entry"
+    where = _where(entry)
     cleaners = lookup(hparams, "cleaners", "english_cleaners")
     try:
         ids = np.asarray(text_to_sequence(entry.text, cleaners), dtype=np.int32)
@@ -76,23 +85,17 @@ def load_example(entry: MetadataEntry, data_dir: str | os.PathLike, hparams, lin
         raise ValueError(f"{where}: the text {entry.text!r} has no character of the symbol table.")
     if ((ids < 0) | (ids >= n_symbols)).any():
         raise ValueError(f"{where}: ids outside the symbol table [0, {n_symbols}).")
-    num_mels = lookup(hparams, "num_mels", None)
-    mel = _load_array(os.path.join(data_dir, "mels"), entry.mel_file, "mel", entry, num_mels)
-    if mel.ndim != 2 or mel.shape[0] != entry.frames:
-        raise ValueError(f"{where}: mel file {os.path.join(data_dir, 'mels', entry.mel_file)} has shape "
-                         f"{mel.shape}, the line says {entry.frames} frames.")
+    mel = _load_array(os.path.join(data_dir, "mels"), entry.mel_file, "mel", entry,
+                      (entry.frames, lookup(hparams, "num_mels", None)))
     embed_size = lookup(hparams, "speaker_embedding_size", None)
     embed = None
     if embed_size is not None:
         embed = _load_array(os.path.join(data_dir, "embeds"), entry.embed_file, "speaker embedding", entry,
-                            int(embed_size)).astype(np.float32)
+                            (int(embed_size),)).astype(np.float32)
     example = (ids, mel.astype(np.float32), embed)
     if uses_linear_targets(hparams) if linear is None else linear:
-        num_freq = lookup(hparams, "num_freq", None)
-        spec = _load_array(os.path.join(data_dir, "linear"), entry.embed_file, "linear", entry, num_freq)
-        if spec.shape[0] != mel.shape[0]:
-            raise ValueError(f"{where}: linear file {entry.embed_file} has {spec.shape[0]} frames, the mel "
-                             f"{mel.shape[0]}.")
+        spec = _load_array(os.path.join(data_dir, "linear"), entry.embed_file, "linear", entry,
+                           (entry.frames, lookup(hparams, "num_freq", None)))
         example = example + (spec.astype(np.float32),)
     return example
 
@@ -127,7 +130,6 @@ def check_example_files(metadata, data_dir: str | os.PathLike, hparams, linear: 
     embed_size = lookup(hparams, "speaker_embedding_size", None)
     num_freq = lookup(hparams, "num_freq", None)
     for entry in metadata:
-        where = f"{entry.path}, line {entry.line}" if entry.path else "metadata entry"
         wanted = [("mel", "mels", entry.mel_file, (entry.frames, num_mels))]
         if embed_size is not None:
             wanted.append(("speaker embedding", "embeds", entry.embed_file, (int(embed_size),)))
@@ -138,9 +140,9 @@ def check_example_files(metadata, data_dir: str | os.PathLike, hparams, linear: 
             try:
                 shape = _npy_shape(path)
             except FileNotFoundError:
-                raise ValueError(f"{where}: {what} file {path} does not exist.") from None
+                raise ValueError(f"{_where(entry)}: {what} file {path} does not exist.") from None
             except (OSError, ValueError) as exc:
-                raise ValueError(f"{where}: {what} file {path} is not a readable .npy array ({exc}).") from None
-            if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
-                shown = tuple("?" if e is None else e for e in expected)
-                raise ValueError(f"{where}: {what} file {path} has shape {shape}, expected {shown}.")
+                raise ValueError(f"{_where(entry)}: {what} file {path} is not a readable .npy array "
+                                 f"({exc}).") from None
+            if _bad_shape(shape, expected):
+                raise _shape_error(entry, what, path, shape, expected)

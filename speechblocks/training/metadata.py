@@ -11,8 +11,8 @@ import numpy as np
 
 from ._hparams import get_int, lookup
 
-__all__ = ["BATCHES_PER_GROUP", "BatchSampler", "MetadataEntry", "batch_groups", "metadata_split", "read_metadata",
-           "split_train_test", "test_batches"]
+__all__ = ["BATCHES_PER_GROUP", "BatchSampler", "MetadataEntry", "batch_groups", "make_test_batches",
+           "metadata_split", "read_metadata", "split_train_test"]
 
 #: batches read, sorted and shuffled together (the original feeder's ``_batches_per_group``)
 BATCHES_PER_GROUP = 64
@@ -170,7 +170,7 @@ def batch_groups(metadata: Sequence, hparams, rng: np.random.Generator) -> list[
     return [[int(i) for i in rng.permutation(batches[b])] for b in shuffled]
 
 
-def test_batches(metadata: Sequence, hparams, seed: int | None = None) -> list[list[int]]:
+def make_test_batches(metadata: Sequence, hparams, seed: int | None = None) -> list[list[int]]:
     """The original's test batches: :func:`batch_groups` over the whole test set, drawn once.
 
     Args:

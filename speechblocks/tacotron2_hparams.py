@@ -2,8 +2,9 @@
 
 ``tacotron2_hparams("rtvc")`` is the TF1 Real-Time-Voice-Cloning synthesizer's ``hparams.py``;
 ``tacotron2_hparams("rayhane")`` Rayhane-mamah/Tacotron-2's. Listed are the names the model, its loss and its
-training recipe read, and the audio front-end's (``speechblocks.audio.audio_hparams`` validates those; the model
-ignores them); data splits, GPU placement and the vocoder are not listed. :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
+training recipe read, the audio front-end's (``speechblocks.audio.audio_hparams`` validates those; the model
+ignores them) and the training schedule's (batching, test split, learning-rate decay, intervals:
+``speechblocks.training`` reads them, the model ignores them); GPU placement and the vocoder are not listed. :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
 a validated :class:`Tacotron2HParams`; a bad value raises ``ValueError`` naming the hparam.
 Pure Python: imports no framework.
 """
@@ -79,17 +80,37 @@ _RAYHANE_AUDIO = dict(
     trim_top_db=40, trim_fft_size=2048, trim_hop_size=512, max_mel_frames=900, clip_mels_length=True,
     stft_pad_mode="constant", preemphasis_in_spectrogram=False)
 
+# The training schedule and data path (speechblocks.training), original names and values. The model reads none
+# of them. ``tacotron_checkpoint_interval``, ``tacotron_eval_interval``, ``tacotron_summary_interval`` and
+# ``tacotron_train_steps`` were not hparams in the originals but the train scripts' command-line defaults
+# (``--checkpoint_interval`` ...; RTVC's TF1 ``synthesizer_train.py``, Rayhane's ``train.py``), kept here under
+# a ``tacotron_`` prefix so one mapping holds the whole recipe.
+_RTVC_TRAINING = dict(
+    cleaners="english_cleaners", tacotron_num_gpus=1, tacotron_batch_size=36, tacotron_synthesis_batch_size=128,
+    tacotron_test_size=0.05, tacotron_test_batches=None, tacotron_data_random_state=1234,
+    tacotron_random_seed=5339, tacotron_decay_learning_rate=True, tacotron_start_decay=50000,
+    tacotron_decay_steps=50000, tacotron_decay_rate=0.5, tacotron_final_learning_rate=1e-5,
+    tacotron_checkpoint_interval=2000, tacotron_eval_interval=100000, tacotron_summary_interval=2500,
+    tacotron_train_steps=2000000)
+_RAYHANE_TRAINING = dict(
+    cleaners="english_cleaners", tacotron_num_gpus=1, tacotron_batch_size=32, tacotron_synthesis_batch_size=1,
+    tacotron_test_size=0.05, tacotron_test_batches=None, tacotron_data_random_state=1234,
+    tacotron_random_seed=5339, tacotron_decay_learning_rate=True, tacotron_start_decay=40000,
+    tacotron_decay_steps=18000, tacotron_decay_rate=0.5, tacotron_final_learning_rate=1e-4,
+    tacotron_checkpoint_interval=2500, tacotron_eval_interval=5000, tacotron_summary_interval=250,
+    tacotron_train_steps=100000)
+
 #: the presets, original names and defaults (what the model, its loss, its training recipe and the audio
 #: front-end read)
 TACOTRON2_PRESETS: dict[str, dict] = {
     # TF1 Real-Time-Voice-Cloning synthesizer (SV2TTS): r = 2, speaker embedding concatenated to the memory
     "rtvc": dict(_COMMON, outputs_per_step=2, max_iters=2000, predict_linear=False, cross_entropy_pos_weight=20,
-                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256, **_RTVC_AUDIO),
+                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256, **_RTVC_AUDIO, **_RTVC_TRAINING),
     # Rayhane-mamah/Tacotron-2 (final hparams.py): r = 1, BN after the activation, outputs clipped, post-CBHG
     "rayhane": dict(_COMMON, outputs_per_step=1, max_iters=10000, predict_linear=True, num_freq=1025,
                     cross_entropy_pos_weight=1, sample_rate=22050, tacotron_reg_weight=1e-6,
                     batch_norm_position="after", clip_outputs=True, lower_bound_decay=0.1,
-                    synthesis_constraint=False, **_RAYHANE_AUDIO),
+                    synthesis_constraint=False, **_RAYHANE_AUDIO, **_RAYHANE_TRAINING),
 }
 
 #: every hparam name the presets know (overrides outside this set are refused as typos)

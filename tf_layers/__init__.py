@@ -35,6 +35,7 @@ from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_feeder import tacotron2_dataset
 from .tacotron2_loss import tacotron2_loss
 from .tac import TAC
 from .tf1_exchange import TF1WeightsError
@@ -77,6 +78,7 @@ __all__ = [
     "masked_sigmoid_cross_entropy",
     "repeat_merge",
     "sequence_mask",
+    "tacotron2_dataset",
     "tacotron2_hparams",
     "tacotron2_loss",
 ]

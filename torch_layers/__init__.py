@@ -37,6 +37,7 @@ from .stop_projection import StopProjection
 from .tac import TAC
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_feeder import Tacotron2BatchSampler, Tacotron2Collate, Tacotron2Dataset
 from .tacotron2_loss import tacotron2_loss
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
@@ -70,6 +71,9 @@ __all__ = [
     "TF1GRUCell",
     "TF1WeightsError",
     "Tacotron2",
+    "Tacotron2BatchSampler",
+    "Tacotron2Collate",
+    "Tacotron2Dataset",
     "Tacotron2Decoder",
     "ZoneoutLSTMCell",
     "load_migrated",

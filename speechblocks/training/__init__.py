@@ -1,0 +1,23 @@
+"""Training data path and schedule of the original Tacotron-2 (DESIGN §10).
+
+The learning-rate decay, the feeder's batches (padding, stop-token targets), its test split, its
+length-sorted shuffled batch groups and a resumable sampler. Numpy only: the Keras and torch feeders
+(``tf_layers.tacotron2_feeder``, ``torch_layers.tacotron2_feeder``) are built on these functions.
+"""
+from .batches import prepare_batch, round_up, target_pad_value
+from .examples import check_example_files, load_example, uses_linear_targets
+from .metadata import (
+    BATCHES_PER_GROUP,
+    BatchSampler,
+    MetadataEntry,
+    batch_groups,
+    make_test_batches,
+    metadata_split,
+    read_metadata,
+    split_train_test,
+)
+from .schedule import learning_rate
+
+__all__ = ["BATCHES_PER_GROUP", "BatchSampler", "MetadataEntry", "batch_groups", "check_example_files",
+           "learning_rate", "load_example", "make_test_batches", "metadata_split", "prepare_batch",
+           "read_metadata", "round_up", "split_train_test", "target_pad_value", "uses_linear_targets"]

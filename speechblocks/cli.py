@@ -1,5 +1,5 @@
 """The ``speechblocks`` console script: ``parity``, ``inspect``, ``migrate``, ``synthesize``, ``mel``, ``griffin-lim``,
-``embed``.
+``embed``, ``preprocess``.
 
 Conventions of every subcommand:
 

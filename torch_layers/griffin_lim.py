@@ -1,13 +1,15 @@
 """Torch Griffin-Lim and spectrogram inversion: batched twins of :mod:`speechblocks.audio`'s numpy reference.
 
-The STFT is librosa 0.6-0.8's as the originals called it: ``center=True`` (``n_fft // 2`` samples of padding on
-both sides, ``"reflect"`` as numpy's ``np.pad`` -- repeated reflection for short signals -- or ``"constant"``), a
-periodic Hann window of ``win_size`` samples zero-padded (centred) to ``n_fft``, ``1 + n_fft // 2`` bins. The
-inverse is ``librosa.istft`` with ``length=None``: overlap-add of the windowed inverse FFTs, divided by the
-window's sum of squares where it exceeds float32's ``tiny``, ``n_fft // 2`` samples cut at both ends. The window
-envelope is computed once per call, the frames of the whole batch go through one ``rfft`` / ``irfft``.
+The STFT is librosa 0.6-0.8's as the originals called it: ``center=True`` (``n_fft // 2`` samples of padding
+on both sides, ``"reflect"`` as numpy's ``np.pad`` -- repeated reflection for short signals -- or
+``"constant"``), a periodic Hann window of ``win_size`` samples zero-padded (centred) to ``n_fft``,
+``1 + n_fft // 2`` bins. The inverse is ``librosa.istft`` with ``length=None``: overlap-add of the windowed
+inverse FFTs, divided by the window's sum of squares where it exceeds float32's ``tiny``, ``n_fft // 2``
+samples cut at both ends. The window envelope is computed once per call, the frames of the whole batch go
+through one ``rfft`` / ``irfft``.
 
-The phase update ``exp(1j * angle(X))`` is ``torch.sgn(X) = X / |X|`` (an exact zero bin gets phase 1, as ``np.angle(0) = 0``).
+The phase update ``exp(1j * angle(X))`` is ``torch.sgn(X) = X / |X|`` (an exact zero bin gets phase 1, as
+``np.angle(0) = 0``).
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def _real_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def _pad(y: torch.Tensor, pad: int, pad_mode: str) -> torch.Tensor:
-    """``np.pad(y, pad, mode=pad_mode)`` along the last axis (numpy's reflect repeats for ``pad >= length``)."""
+    """``np.pad(y, pad, mode=pad_mode)`` along the last axis (numpy's reflect repeats when the pad is
+    longer than ``y``)."""
     n = y.shape[-1]
     if pad_mode == "constant":
         return F.pad(y, (pad, pad))
@@ -70,7 +73,8 @@ def _stft(y: torch.Tensor, window: torch.Tensor, n_fft: int, hop: int, pad_mode:
 def _overlap_add(frames: torch.Tensor, hop: int) -> torch.Tensor:
     """``(batch, T, n_fft)`` placed every ``hop`` samples and summed: ``(batch, n_fft + hop * (T - 1))``.
 
-    ``ceil(n_fft / hop)`` strided additions of whole ``(batch, T, hop)`` slabs (far faster than ``F.fold`` on CPU).
+    ``ceil(n_fft / hop)`` strided additions of whole ``(batch, T, hop)`` slabs (far faster than ``F.fold`` on
+    CPU).
     """
     batch, n_frames, n_fft = frames.shape
     chunks = -(-n_fft // hop)
@@ -84,8 +88,8 @@ def _overlap_add(frames: torch.Tensor, hop: int) -> torch.Tensor:
 
 
 def _envelope(window: torch.Tensor, n_frames: int, hop: int) -> torch.Tensor:
-    """The window's sum of squares over ``n_frames`` frames, trimmed as the output, with 1 where librosa leaves
-    the samples undivided (sum <= float32 tiny)."""
+    """The window's sum of squares over ``n_frames`` frames, trimmed as the output, with 1 where librosa
+    leaves the samples undivided (sum <= float32 tiny)."""
     n_fft = window.shape[0]
     wss = _overlap_add((window * window).expand(1, n_frames, n_fft), hop)[0]
     wss = torch.where(wss > _TINY32, wss, torch.ones_like(wss))
@@ -93,14 +97,16 @@ def _envelope(window: torch.Tensor, n_frames: int, hop: int) -> torch.Tensor:
     return wss[half:wss.shape[0] - half]
 
 
-def _istft(spec: torch.Tensor, window: torch.Tensor, envelope: torch.Tensor, n_fft: int, hop: int) -> torch.Tensor:
+def _istft(spec: torch.Tensor, window: torch.Tensor, envelope: torch.Tensor, n_fft: int,
+           hop: int) -> torch.Tensor:
     """complex ``(batch, frames, num_freq)`` -> ``(batch, hop * (frames - 1))`` (even ``n_fft``)."""
     y = _overlap_add(torch.fft.irfft(spec, n=n_fft, dim=-1) * window, hop)
     half = n_fft // 2
     return y[:, half:y.shape[1] - half] / envelope
 
 
-def stft(wav: torch.Tensor, *, n_fft: int, hop_size: int, win_size: int, pad_mode: str = "reflect") -> torch.Tensor:
+def stft(wav: torch.Tensor, *, n_fft: int, hop_size: int, win_size: int,
+         pad_mode: str = "reflect") -> torch.Tensor:
     """librosa 0.6-0.8's ``stft(wav, n_fft, hop_length=hop_size, win_length=win_size, pad_mode=pad_mode)``.
 
     Args:
@@ -150,8 +156,8 @@ def inv_preemphasis(wav: torch.Tensor, k: float) -> torch.Tensor:
 
     An exact parallel scan of the first-order recurrence (no loop over samples): ``ceil(log2(samples))`` steps
     ``y[n] += k ** d * y[n - d]`` for ``d = 1, 2, 4, ...``; after the step with ``d`` each ``y[n]`` holds
-    ``sum_{j < 2d} k ** j x[n - j]``. Every coefficient is ``<= 1`` (``0 <= k < 1``), so the rounding stays at a
-    few float32 ulps of ``sum_j k ** j |x[n - j]|`` (pairwise summation), below sequential filtering's.
+    ``sum_{j < 2d} k ** j x[n - j]``. Every coefficient is ``<= 1`` (``0 <= k < 1``), so the rounding stays at
+    a few float32 ulps of ``sum_j k ** j |x[n - j]|`` (pairwise summation), below sequential filtering's.
 
     Args:
         wav: ``(..., samples)`` float waveform.
@@ -200,7 +206,8 @@ def _check_n_iter(n_iter, fn: str) -> int:
 
 
 def _initial_angles(angles, generator, shape: tuple, dtype: torch.dtype, device, fn: str) -> torch.Tensor:
-    """Initial phases ``(batch, frames, num_freq)`` (complex) from the original's ``(.., num_freq, frames)``."""
+    """Initial phases ``(batch, frames, num_freq)`` (complex) from the original's layout
+    ``(.., num_freq, frames)``."""
     batch, frames, num_freq = shape
     if angles is None:
         rand = torch.rand((batch, num_freq, frames), generator=generator, dtype=dtype, device=device)
@@ -243,14 +250,15 @@ def griffin_lim(magnitudes: torch.Tensor, *, n_fft: int, hop_size: int, win_size
                 pad_mode: str = "reflect") -> torch.Tensor:
     """The originals' ``_griffin_lim`` (after librosa issue #434), batched.
 
-    ``y = istft(S * angles)``; ``n_iter`` times ``angles = exp(1j * angle(stft(y)))``, ``y = istft(S * angles)``,
-    with librosa 0.6-0.8's STFT (see the module docstring). Equals :func:`speechblocks.audio.griffin_lim` given
-    the same ``angles`` (float64: to ~1e-12; float32: see the tests for the measured bound).
+    ``y = istft(S * angles)``; ``n_iter`` times ``angles = exp(1j * angle(stft(y)))``,
+    ``y = istft(S * angles)``, with librosa 0.6-0.8's STFT (see the module docstring). Equals
+    :func:`speechblocks.audio.griffin_lim` given the same ``angles`` (float64: to ~1e-13 of the peak; float32:
+    to 5e-5 of the peak after 60 iterations, measured in ``tests/helpers/griffin_lim_cases.py``).
 
     Args:
         magnitudes: ``(batch, frames, 1 + n_fft // 2)`` or ``(frames, 1 + n_fft // 2)`` linear magnitudes
-            (already raised to ``power`` if wanted; ``abs`` is taken as the original), finite, at least 2 frames.
-            float32 or float64 (computed in that precision; float16/bfloat16 in float32).
+            (already raised to ``power`` if wanted; ``abs`` is taken as the original), finite, at least 2
+            frames. float32 or float64 (computed in that precision; float16/bfloat16 in float32).
         n_fft: FFT size (even).
         hop_size: hop between frames.
         win_size: Hann window length, ``<= n_fft`` (zero-padded, centred, to ``n_fft``).
@@ -272,7 +280,8 @@ def griffin_lim(magnitudes: torch.Tensor, *, n_fft: int, hop_size: int, win_size
     fn = "griffin_lim"
     _check_sizes(fn, n_fft, hop_size, win_size, pad_mode)
     if n_fft % 2:
-        raise ValueError(f"{fn}: `n_fft` must be even (istft infers it from 1 + n_fft // 2 bins); got {n_fft}.")
+        raise ValueError(f"{fn}: `n_fft` must be even (istft infers it from 1 + n_fft // 2 bins); "
+                         f"got {n_fft}.")
     n_iter = _check_n_iter(n_iter, fn)
     S = _check_spectrogram(magnitudes, fn, "magnitudes", 1 + n_fft // 2)
     y = _griffin_lim(S, n_fft, hop_size, win_size, n_iter, angles, generator, pad_mode, fn)
@@ -307,10 +316,10 @@ def inv_mel_spectrogram(mel: torch.Tensor, hparams: Union[str, dict, AudioHParam
                         generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """The originals' ``inv_mel_spectrogram`` (Griffin-Lim branch), batched: a mel spectrogram to a waveform.
 
-    ``denormalize`` (when ``signal_normalization``), ``10 ** ((D + ref_level_db) * 0.05) ** (1 / magnitude_power)``
-    (RTVC: power 1), ``max(1e-10, mel @ inv_mel_basis.T)``, ``** power``, :func:`griffin_lim` with the preset's
-    sizes and pad mode, then :func:`inv_preemphasis` when ``preemphasize``. Twin of
-    :func:`speechblocks.audio.inv_mel_spectrogram` (same ``inv_mel_basis``).
+    ``denormalize`` (when ``signal_normalization``), ``10 ** ((D + ref_level_db) * 0.05) ** (1 /
+    magnitude_power)`` (RTVC: power 1), ``max(1e-10, mel @ inv_mel_basis.T)``, ``** power``,
+    :func:`griffin_lim` with the preset's sizes and pad mode, then :func:`inv_preemphasis` when
+    ``preemphasize``. Twin of :func:`speechblocks.audio.inv_mel_spectrogram` (same ``inv_mel_basis``).
 
     Args:
         mel: ``(batch, frames, num_mels)`` or ``(frames, num_mels)`` float mel spectrogram as
@@ -318,12 +327,13 @@ def inv_mel_spectrogram(mel: torch.Tensor, hparams: Union[str, dict, AudioHParam
         hparams: preset name (``"rtvc"``, ``"rayhane"``), mapping of original names or
             :class:`speechblocks.audio.AudioHParams`.
         n_iter: Griffin-Lim iterations; default ``griffin_lim_iters``.
-        angles: initial phases ``(batch, num_freq, frames)`` or ``(num_freq, frames)``, as :func:`griffin_lim`.
+        angles: initial phases ``(batch, num_freq, frames)`` or ``(num_freq, frames)``, as
+            :func:`griffin_lim`.
         generator: random generator for the initial phases (with ``angles=None``).
 
     Returns:
-        Tensor: ``(batch, hop_size * (frames - 1))`` waveform (``(samples,)`` for unbatched input), in the mel's
-        float dtype.
+        Tensor: ``(batch, hop_size * (frames - 1))`` waveform (``(samples,)`` for unbatched input), in the
+        mel's float dtype.
 
     Raises:
         ValueError: naming ``mel`` (shape ``(batch, frames, num_mels)``, NaN/inf), ``angles`` or ``n_iter``.
@@ -331,7 +341,7 @@ def inv_mel_spectrogram(mel: torch.Tensor, hparams: Union[str, dict, AudioHParam
     fn = "inv_mel_spectrogram"
     hp = _hparams(hparams)
     m = _check_spectrogram(mel, fn, "mel", hp.num_mels)
-    basis = torch.as_tensor(np.asarray(inv_mel_basis(hp)), dtype=m.dtype, device=m.device)
+    basis = torch.tensor(np.array(inv_mel_basis(hp)), dtype=m.dtype, device=m.device)
     S = torch.clamp_min(torch.matmul(_to_amplitude(m, hp), basis.T), 1e-10)
     y = _invert(S, hp, n_iter, angles, generator, fn)
     return y if mel.dim() == 3 else y[0]
@@ -353,7 +363,8 @@ def inv_linear_spectrogram(linear: torch.Tensor, hparams: Union[str, dict, Audio
         Tensor: ``(batch, hop_size * (frames - 1))`` waveform (``(samples,)`` for unbatched input).
 
     Raises:
-        ValueError: naming ``linear`` (shape ``(batch, frames, num_freq)``, NaN/inf), ``angles`` or ``n_iter``.
+        ValueError: naming ``linear`` (shape ``(batch, frames, num_freq)``, NaN/inf), ``angles`` or
+            ``n_iter``.
     """
     fn = "inv_linear_spectrogram"
     hp = _hparams(hparams)

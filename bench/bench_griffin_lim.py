@@ -1,8 +1,9 @@
-"""Griffin-Lim timing: 60 iterations of a 5 s utterance at RTVC's sizes (16 kHz, n_fft 800, hop 200, win 800,
-reflect padding), the originals' ``_griffin_lim`` loop over ``librosa.stft`` / ``librosa.istft`` (complex128,
-as they ran it) against ``torch_layers.griffin_lim`` and ``tf_layers.griffin_lim`` (``tf.function``) in float32
-(the model's output dtype), same initial phases; each output is checked close to the original's first (float32
-after 60 iterations: measured 1.9e-5 (torch) and 3.3e-5 (TF) of the peak on this utterance; checked at 1e-4). Targets: torch >= 5x, TF >= 3x faster than the original loop.
+"""Griffin-Lim timing: 60 iterations of a 5 s utterance at RTVC's sizes (16 kHz, n_fft 800, hop 200,
+win 800, reflect padding), the originals' ``_griffin_lim`` loop over ``librosa.stft`` / ``librosa.istft``
+(complex128, as they ran it) against ``torch_layers.griffin_lim`` and ``tf_layers.griffin_lim``
+(``tf.function``) in float32 (the model's output dtype), same initial phases. Each output is checked close to
+the original's first (float32 after 60 iterations: measured 1.9e-5 (torch) and 3.3e-5 (TF) of the peak on this
+utterance; checked at 1e-4). Targets: torch >= 5x, TF >= 3x faster than the original loop.
 
 Threads: ``BENCH_GL_THREADS`` (default 1) intra-op threads for torch and TensorFlow (inter-op likewise), so
 the comparison is per core as the original's single-threaded numpy loop; on a busy machine more threads than
@@ -51,7 +52,8 @@ def main() -> None:
             y = librosa.istft(s_complex * a, hop_length=hp.hop_size, win_length=hp.win_size)
         return y
 
-    sizes = dict(n_fft=hp.n_fft, hop_size=hp.hop_size, win_size=hp.win_size, n_iter=N_ITER, pad_mode="reflect")
+    sizes = dict(n_fft=hp.n_fft, hop_size=hp.hop_size, win_size=hp.win_size, n_iter=N_ITER,
+                 pad_mode="reflect")
     s_torch, a_torch = torch.tensor(S.T, dtype=torch.float32), torch.tensor(angles, dtype=torch.complex64)
 
     def with_torch():
@@ -59,8 +61,9 @@ def main() -> None:
             return torch_griffin_lim(s_torch, angles=a_torch, **sizes)
 
     s_tf, a_tf = tf.constant(S.T[None], tf.float32), tf.constant(angles[None], tf.complex64)
-    graph = tf.function(lambda s, a: tf_griffin_lim(s, angles=a, **sizes), input_signature=[
-        tf.TensorSpec([None, None, hp.num_freq], tf.float32), tf.TensorSpec([None, hp.num_freq, None], tf.complex64)])
+    signature = [tf.TensorSpec([None, None, hp.num_freq], tf.float32),
+                 tf.TensorSpec([None, hp.num_freq, None], tf.complex64)]
+    graph = tf.function(lambda s, a: tf_griffin_lim(s, angles=a, **sizes), input_signature=signature)
 
     def with_tf():
         return graph(s_tf, a_tf).numpy()
@@ -71,10 +74,10 @@ def main() -> None:
         assert err <= TOL, f"{name}: max error {err:.1e} of the peak"
         print(f"{name} float32 vs the original (float64): max error {err:.1e} of the peak", flush=True)
     t = compare_times({"original": original, "torch": with_torch, "tf": with_tf}, repeats=5, warmup=1)
-    print(f"griffin_lim rtvc, {N_ITER} iterations, {SECONDS:.0f} s ({S.shape[1]} frames x {hp.num_freq} bins), "
-          f"{threads} thread(s): original loop with librosa {t['original']:.3f} s; torch {t['torch']:.3f} s "
-          f"({t['original'] / t['torch']:.1f}x faster, target 5x); Keras/TF tf.function {t['tf']:.3f} s "
-          f"({t['original'] / t['tf']:.1f}x faster, target 3x)", flush=True)
+    print(f"griffin_lim rtvc, {N_ITER} iterations, {SECONDS:.0f} s ({S.shape[1]} frames x {hp.num_freq} "
+          f"bins), {threads} thread(s): original loop with librosa {t['original']:.3f} s; "
+          f"torch {t['torch']:.3f} s ({t['original'] / t['torch']:.1f}x faster, target 5x); "
+          f"Keras/TF tf.function {t['tf']:.3f} s ({t['original'] / t['tf']:.1f}x faster, target 3x)", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""tf_layers.griffin_lim: the STFT / ISTFT against librosa (both pad modes, win_size < n_fft, signals shorter
-than the padding), Griffin-Lim against the originals' librosa loop and speechblocks.audio given the same initial
-phases (tolerances measured in tests/helpers/griffin_lim_cases.py), eagerly and in a tf.function with unknown
-batch and frames, batched == one by one, the inverse pre-emphasis against scipy.signal.lfilter, the inversions
-against speechblocks.audio for both presets and against the torch twin, and bad inputs named."""
+"""tf_layers.griffin_lim: the STFT / ISTFT against librosa (both pad modes, win_size < n_fft, signals
+shorter than the padding), Griffin-Lim against the originals' librosa loop and speechblocks.audio given the
+same initial phases (tolerances measured in tests/helpers/griffin_lim_cases.py), eagerly and in a tf.function
+with unknown batch and frames, batched == one by one, the inverse pre-emphasis against scipy.signal.lfilter,
+the inversions against speechblocks.audio for both presets and against the torch twin, and bad inputs
+named."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -63,8 +64,10 @@ def test_griffin_lim_equals_the_original_loop_eagerly_and_in_tf_function(preset)
     _peak_close(y64, ref, gc.FLOAT64_PEAK_TOL)
     reference = audio.griffin_lim(S.T, hp, n_iter=60, angles=angles).astype(np.float64)
     _peak_close(y64, reference, gc.REFERENCE_PEAK_TOL)
-    fn = tf.function(lambda s, a: griffin_lim(s, n_iter=60, angles=a, **gc.sizes(hp)), input_signature=[
-        tf.TensorSpec([None, None, hp.num_freq], tf.float32), tf.TensorSpec([None, hp.num_freq, None], tf.complex64)])
+    signature = [tf.TensorSpec([None, None, hp.num_freq], tf.float32),
+                 tf.TensorSpec([None, hp.num_freq, None], tf.complex64)]
+    fn = tf.function(lambda s, a: griffin_lim(s, n_iter=60, angles=a, **gc.sizes(hp)),
+                     input_signature=signature)
     y32 = fn(S.T[None].astype(np.float32), angles[None].astype(np.complex64))
     assert y32.dtype == tf.float32 and y32.shape == (1,) + ref.shape
     _peak_close(y32[0], ref, gc.FLOAT32_PEAK_TOL)
@@ -86,7 +89,8 @@ def test_batched_equals_one_by_one_and_seed_reproduces():
     shared = griffin_lim(mags, n_iter=5, angles=ang[0], **gc.sizes(hp)).numpy()  # (num_freq, frames)
     np.testing.assert_allclose(shared[0], batched[0], atol=1e-6)
     a = griffin_lim(mags, n_iter=3, seed=0, **gc.sizes(hp)).numpy()
-    assert np.array_equal(a, griffin_lim(mags, n_iter=3, seed=0, **gc.sizes(hp)).numpy()) and np.isfinite(a).all()
+    assert np.isfinite(a).all()
+    assert np.array_equal(a, griffin_lim(mags, n_iter=3, seed=0, **gc.sizes(hp)).numpy())
     assert not np.array_equal(a, griffin_lim(mags, n_iter=3, seed=1, **gc.sizes(hp)).numpy())
     z = griffin_lim(np.zeros((6, hp.num_freq), np.float32), n_iter=2, **gc.sizes(hp)).numpy()
     assert np.array_equal(z, np.zeros_like(z))  # exact zero bins take phase 1 (np.angle(0) = 0)
@@ -99,7 +103,8 @@ def test_inv_preemphasis_equals_lfilter(k):
     _peak_close(inv_preemphasis(x, k), ref, 1e-14)
     x32 = x.astype(np.float32)
     ref32 = lfilter([1.0], [1.0, -k], x32.astype(np.float64))
-    fn = tf.function(lambda w: inv_preemphasis(w, k), input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    fn = tf.function(lambda w: inv_preemphasis(w, k),
+                     input_signature=[tf.TensorSpec([None, None], tf.float32)])
     _peak_close(fn(x32), ref32, 1e-6)  # a few ulps of sum_j k**j |x|; measured 2e-7 of the peak
     for n in (1, 2, 3):
         np.testing.assert_allclose(inv_preemphasis(x[0, :n], k).numpy(), ref[0, :n], rtol=1e-14)
@@ -152,8 +157,8 @@ def test_bad_inputs_are_named():
         griffin_lim(np.full((5, 401), np.inf, np.float32), **gc.sizes(hp))
     with pytest.raises(ValueError, match="argument `magnitudes` must be a float tensor"):
         griffin_lim(np.zeros((5, 401), np.int64), **gc.sizes(hp))
-    with pytest.raises(ValueError, match=r"`angles` must be a complex tensor of shape "
-                                         r"\(batch, num_freq, frames\) = \(2, 401, 20\) or \(num_freq, frames\)"):
+    with pytest.raises(ValueError, match=r"`angles` must be a complex tensor of shape \(batch, num_freq, "
+                                         r"frames\) = \(2, 401, 20\) or \(num_freq, frames\)"):
         inv_mel_spectrogram(mel, hp, angles=np.ones((20, 401), np.complex64))
     with pytest.raises(ValueError, match="`angles` holds NaN or inf"):
         inv_mel_spectrogram(mel, hp, angles=np.full((401, 20), complex(np.nan, 0)))

@@ -77,7 +77,8 @@ def main() -> None:
     print(f"griffin_lim rtvc, {N_ITER} iterations, {SECONDS:.0f} s ({S.shape[1]} frames x {hp.num_freq} "
           f"bins), {threads} thread(s): original loop with librosa {t['original']:.3f} s; "
           f"torch {t['torch']:.3f} s ({t['original'] / t['torch']:.1f}x faster, target 5x); "
-          f"Keras/TF tf.function {t['tf']:.3f} s ({t['original'] / t['tf']:.1f}x faster, target 3x)", flush=True)
+          f"Keras/TF tf.function {t['tf']:.3f} s ({t['original'] / t['tf']:.1f}x faster, target 3x)",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -92,8 +92,22 @@ def test_batched_equals_one_by_one_and_seed_reproduces():
     assert np.isfinite(a).all()
     assert np.array_equal(a, griffin_lim(mags, n_iter=3, seed=0, **gc.sizes(hp)).numpy())
     assert not np.array_equal(a, griffin_lim(mags, n_iter=3, seed=1, **gc.sizes(hp)).numpy())
-    z = griffin_lim(np.zeros((6, hp.num_freq), np.float32), n_iter=2, **gc.sizes(hp)).numpy()
-    assert np.array_equal(z, np.zeros_like(z))  # exact zero bins take phase 1 (np.angle(0) = 0)
+
+
+def test_exact_zero_bins_take_phase_one():
+    """Zero initial phases: the first inverse STFT is silence, every bin of its STFT is exactly 0 and takes
+    phase 1 (np.angle(0) = 0), so one iteration gives istft(S) -- as the original loop."""
+    hp, _, S, _, _, _ = gc.case("rtvc")
+    zeros = np.zeros(S.shape, complex)
+    y = griffin_lim(S.T, n_iter=1, angles=zeros, **gc.sizes(hp))
+    _peak_close(y, gc.original_griffin_lim(S, hp, 1, zeros), 1e-13)
+    _peak_close(y, gc.istft(S.astype(complex), hp), 1e-13)
+    # the last axis unknown at trace time: num_freq comes from n_fft, checked at run time
+    fn = tf.function(lambda m: griffin_lim(m, n_iter=1, seed=0, **gc.sizes(hp)),
+                     input_signature=[tf.TensorSpec([None, None, None], tf.float32)])
+    assert fn(S.T[None].astype(np.float32)).shape == (1, y.shape[0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`magnitudes` must have shape"):
+        fn(np.zeros((1, 5, 400), np.float32))
 
 
 @pytest.mark.parametrize("k", [0.97, 0.999, 0.0])

@@ -5,9 +5,11 @@ win 800, reflect padding), the originals' ``_griffin_lim`` loop over ``librosa.s
 the original's first (float32 after 60 iterations: measured 1.9e-5 (torch) and 3.3e-5 (TF) of the peak on this
 utterance; checked at 1e-4). Targets: torch >= 5x, TF >= 3x faster than the original loop.
 
-Threads: ``BENCH_GL_THREADS`` (default 1) intra-op threads for torch and TensorFlow (inter-op likewise), so
-the comparison is per core as the original's single-threaded numpy loop; on a busy machine more threads than
-free cores make every small op wait for a descheduled worker.
+Threads: torch runs with 1 thread (per core, as the original's single-threaded numpy loop) and with all cores;
+TensorFlow with ``BENCH_GL_THREADS`` intra-op (and inter-op) threads, default 1 (fixed at its start-up).
+Each framework is timed in its own phase, interleaved with the original loop: TensorFlow's thread pool
+spinning after its runs would otherwise steal the cores of torch's threads (measured: torch with 2 threads
+20x slower when interleaved with TF on 2 cores).
 """
 from __future__ import annotations
 
@@ -23,20 +25,18 @@ SECONDS = 5.0
 TOL = 1e-4  # float32 vs the float64 original, of the peak (5 s: more weak bins than the tests' 0.3 s)
 
 
-def main() -> None:
-    threads = int(os.environ.get("BENCH_GL_THREADS", "1"))
-    import tensorflow as tf
+def _line(name: str, t: dict) -> str:
+    return (f"{name} {t['fw']:.3f} s; original loop with librosa {t['original']:.3f} s: "
+            f"{t['original'] / t['fw']:.1f}x faster")
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+def main() -> None:
     import librosa
     import torch
 
     from speechblocks.audio import audio_hparams
-    from tf_layers.griffin_lim import griffin_lim as tf_griffin_lim
     from torch_layers.griffin_lim import griffin_lim as torch_griffin_lim
 
-    torch.set_num_threads(threads)
     hp = audio_hparams("rtvc")
     wav = _utterance(hp.sample_rate, SECONDS, seed=1)
     S = np.abs(librosa.stft(wav.astype(np.float64), n_fft=hp.n_fft, hop_length=hp.hop_size,
@@ -52,13 +52,34 @@ def main() -> None:
             y = librosa.istft(s_complex * a, hop_length=hp.hop_size, win_length=hp.win_size)
         return y
 
+    def check(name: str, out: np.ndarray) -> None:
+        err = np.abs(out - ref).max() / np.abs(ref).max()
+        assert err <= TOL, f"{name}: max error {err:.1e} of the peak"
+        print(f"{name} float32 vs the original (float64): max error {err:.1e} of the peak", flush=True)
+
     sizes = dict(n_fft=hp.n_fft, hop_size=hp.hop_size, win_size=hp.win_size, n_iter=N_ITER,
                  pad_mode="reflect")
+    print(f"griffin_lim rtvc, {N_ITER} iterations, {SECONDS:.0f} s ({S.shape[1]} frames x {hp.num_freq} "
+          f"bins), float32; targets: torch >= 5x, TF >= 3x faster than the original loop", flush=True)
+    ref = original()
     s_torch, a_torch = torch.tensor(S.T, dtype=torch.float32), torch.tensor(angles, dtype=torch.complex64)
 
     def with_torch():
         with torch.inference_mode():
             return torch_griffin_lim(s_torch, angles=a_torch, **sizes)
+
+    check("torch", with_torch().numpy())
+    for threads in sorted({1, os.cpu_count() or 1}):
+        torch.set_num_threads(threads)
+        t = compare_times({"original": original, "fw": with_torch}, repeats=5, warmup=1)
+        print(_line(f"torch, {threads} thread(s):", t), flush=True)
+
+    threads = int(os.environ.get("BENCH_GL_THREADS", "1"))
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    from tf_layers.griffin_lim import griffin_lim as tf_griffin_lim
 
     s_tf, a_tf = tf.constant(S.T[None], tf.float32), tf.constant(angles[None], tf.complex64)
     signature = [tf.TensorSpec([None, None, hp.num_freq], tf.float32),
@@ -68,17 +89,9 @@ def main() -> None:
     def with_tf():
         return graph(s_tf, a_tf).numpy()
 
-    ref = original()
-    for name, out in (("torch", with_torch().numpy()), ("tf", with_tf()[0])):
-        err = np.abs(out - ref).max() / np.abs(ref).max()
-        assert err <= TOL, f"{name}: max error {err:.1e} of the peak"
-        print(f"{name} float32 vs the original (float64): max error {err:.1e} of the peak", flush=True)
-    t = compare_times({"original": original, "torch": with_torch, "tf": with_tf}, repeats=5, warmup=1)
-    print(f"griffin_lim rtvc, {N_ITER} iterations, {SECONDS:.0f} s ({S.shape[1]} frames x {hp.num_freq} "
-          f"bins), {threads} thread(s): original loop with librosa {t['original']:.3f} s; "
-          f"torch {t['torch']:.3f} s ({t['original'] / t['torch']:.1f}x faster, target 5x); "
-          f"Keras/TF tf.function {t['tf']:.3f} s ({t['original'] / t['tf']:.1f}x faster, target 3x)",
-          flush=True)
+    check("tf", with_tf()[0])
+    t = compare_times({"original": original, "fw": with_tf}, repeats=5, warmup=1)
+    print(_line(f"Keras/TF tf.function, {threads} thread(s):", t), flush=True)
 
 
 if __name__ == "__main__":

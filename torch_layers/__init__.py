@@ -16,6 +16,7 @@ from .encoder_convolutions import EncoderConvolutions
 from .encoder_rnn import EncoderRNN
 from .frame_projection import FrameProjection
 from .gaussian_embedding import GaussianEmbedding, repeat_merge
+from .griffin_lim import griffin_lim, inv_linear_spectrogram, inv_mel_spectrogram
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 from .highway_net import HighwayNet
 from .location_sensitive_attention import LocationSensitiveAttention
@@ -76,6 +77,9 @@ __all__ = [
     "Tacotron2Dataset",
     "Tacotron2Decoder",
     "ZoneoutLSTMCell",
+    "griffin_lim",
+    "inv_linear_spectrogram",
+    "inv_mel_spectrogram",
     "load_migrated",
     "masked_linear_loss",
     "masked_mse",

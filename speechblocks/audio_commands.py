@@ -66,9 +66,9 @@ def read_spectrogram(path: str, channels: int, what: str) -> np.ndarray:
 def _torch_gl(spectrograms, hp, n_iter, seed, linear):
     import torch
 
-    from torch_layers import griffin_lim as gl
+    from torch_layers.griffin_lim import inv_linear_spectrogram, inv_mel_spectrogram
 
-    inverse = gl.inv_linear_spectrogram if linear else gl.inv_mel_spectrogram
+    inverse = inv_linear_spectrogram if linear else inv_mel_spectrogram
     out = []
     with torch.inference_mode():
         for i, s in enumerate(spectrograms):
@@ -78,9 +78,9 @@ def _torch_gl(spectrograms, hp, n_iter, seed, linear):
 
 
 def _keras_gl(spectrograms, hp, n_iter, seed, linear):
-    from tf_layers import griffin_lim as gl
+    from tf_layers.griffin_lim import inv_linear_spectrogram, inv_mel_spectrogram
 
-    inverse = gl.inv_linear_spectrogram if linear else gl.inv_mel_spectrogram
+    inverse = inv_linear_spectrogram if linear else inv_mel_spectrogram
     return [np.asarray(inverse(s[None], hp, n_iter=n_iter, seed=seed + i))[0] for i, s in enumerate(spectrograms)]
 
 

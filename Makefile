@@ -22,7 +22,7 @@ DEPS    := $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff 
 UV      := .venv/bin/uv
 FIND    := $(or $(PIP_FIND_LINKS),$(wildcard /opt/wheels))
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	($(PIP) install --quiet uv==0.13.9 && $(UV) pip install --quiet --python $(PY) $(if $(FIND),--find-links $(FIND)) \
 		$(DEPS)) || $(PIP) install --quiet $(DEPS)

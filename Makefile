@@ -11,7 +11,7 @@ AUDIO   := librosa==0.11.0 soundfile==0.14.0 soxr==1.1.0 webrtcvad-wheels==2.0.1
 # real pretrained GE2E weights: resemblyzer's wheel ships them (its dependencies are not needed)
 GE2E    := .venv/assets/resemblyzer/pretrained.pt
 
-.PHONY: install test parity demo bench lint clean
+.PHONY: install test parity demo train-demo bench lint clean
 
 install: $(STAMP)
 
@@ -40,6 +40,12 @@ demo: install
 	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
 		|| echo "note: flite unavailable (no apt-get): the demo's reference recording is a synthetic voice"
 	$(PY) -m parity_tests.demo
+
+# a small Tacotron-2 trained from scratch on a flite corpus until it aligns (about 30 minutes on 2 cores; not in test)
+train-demo: install
+	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
+		|| (echo "make train-demo needs flite (apt-get install flite)"; exit 1)
+	$(PY) -m bench.train_demo
 
 bench: install
 	$(PY) -m bench

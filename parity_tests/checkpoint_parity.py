@@ -23,7 +23,7 @@ Rows (:class:`parity_tests.report.Row`), for each of ``TF1->Keras``, ``TF1->torc
   compare the real stop probabilities), and a row checks that all ran the same number of steps. Outputs
   ``decoder_outputs``, ``mel_outputs``, ``stop_token_prediction``, ``alignments`` (and ``linear_outputs``).
 
-Tolerances are the parity suite's (DESIGN §7), as the block and whole-model cases use them: 1e-5 for the blocks
+Tolerances are the parity suite's (docs/ARCHITECTURE.md, tolerances), as the block and whole-model cases use them: 1e-5 for the blocks
 (relative to ``max(1, max |ref|)`` where the block's case compares relative), 1e-4 for the encoder LSTM, the
 CBHG and the whole model.
 """

@@ -7,7 +7,7 @@
 2. ``speechblocks inspect`` lists the model and the blocks it holds.
 3. ``speechblocks migrate --to keras`` and ``--to torch`` write the whole model.
 4. ``tf_layers.checkpoint.load_migrated`` / ``torch_layers.load_migrated`` rebuild the blocks; the TF1
-   graph, the Keras blocks and the torch blocks run on the same inputs (block rows, DESIGN §7).
+   graph, the Keras blocks and the torch blocks run on the same inputs (block rows, docs/ARCHITECTURE.md, tolerances).
 5. ``speechblocks parity --checkpoint``: the whole model on the checkpoint's weights, teacher-forced and free
    running, TF1 vs Keras vs torch (the whole-model rows).
 6. A reference sentence recorded with Debian's ``flite`` is embedded with the real pretrained GE2E weights

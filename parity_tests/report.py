@@ -1,4 +1,4 @@
-"""Parity rows and the report table (DESIGN §7)."""
+"""Parity rows and the report table (docs/ARCHITECTURE.md, tolerances)."""
 from __future__ import annotations
 
 import dataclasses

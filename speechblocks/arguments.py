@@ -25,7 +25,7 @@ def check_drop_rate(drop_rate, block: str) -> float:
 
 
 def check_zoneout(value, name: str, block: str) -> float:
-    """A zoneout factor must be a number in [0, 1] (DESIGN §4)."""
+    """A zoneout factor must be a number in [0, 1] (docs/ARCHITECTURE.md, semantics)."""
     try:
         z = float(value)
     except (TypeError, ValueError):

@@ -6,7 +6,7 @@ Conventions of every subcommand:
 * exit status 0 on success, 1 when a parity run has a FAIL row, 2 for a usage or input error (a missing or
   unreadable file, bad text, a wrong speaker embedding ...), 3 for an unexpected internal error (a bug);
 * errors are one line on stderr (``speechblocks <command>: error: ...``), without a traceback unless ``--debug``;
-* a TF1 checkpoint is validated before TensorFlow reads it (truncated, corrupted, hostile files: exit 2, one line
+* a TF1 checkpoint is validated, then read in numpy, no TensorFlow needed (truncated, corrupted, hostile files: exit 2, one line
   naming the file and the problem); variables holding NaN/inf are refused (exit 2) unless ``--allow-nonfinite``
   (``inspect``, ``migrate``: then a warning line); float16/float64 variables are cast to float32 (a warning line);
 * TensorFlow's, absl's and oneDNN's start-up lines are silenced at the file-descriptor level while the frameworks
@@ -155,7 +155,7 @@ def _parity_checkpoint(args) -> int:
 
 # -- inspect / migrate -----------------------------------------------------------------------------
 def _precheck_checkpoint(path) -> None:
-    """A missing or damaged checkpoint is refused before TensorFlow is imported (the index and the shard sizes are
+    """A missing or damaged checkpoint is refused before any framework is imported (the index and the shard sizes are
     checked with numpy alone: the error comes in a fraction of a second, not after TensorFlow's ~8 s start-up)."""
     from .tf1_checkpoint_file import open_checkpoint_files
 

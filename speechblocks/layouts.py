@@ -1,6 +1,6 @@
 """Weight layouts: TF1 <-> Keras <-> torch, as numpy functions (imports no framework).
 
-**LSTM.** TF1 ``LSTMCell``/``LSTMBlockCell`` (DESIGN §4): one ``kernel`` ``(in + units, 4 * units)`` applied to
+**LSTM.** TF1 ``LSTMCell``/``LSTMBlockCell`` (docs/ARCHITECTURE.md, semantics): one ``kernel`` ``(in + units, 4 * units)`` applied to
 ``concat([x, h])``, one ``bias`` ``(4 * units,)``, column blocks in gate order **i, j, f, o** (``j`` is the
 candidate), and a ``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not stored in the
 checkpoint.

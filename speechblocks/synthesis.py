@@ -235,7 +235,7 @@ class TerminalProgress:
 def synthesize(model, framework: str, encoded: list[tuple[str, list[int]]], embeddings, max_iters, seed,
                progress=None, texts: list[str] | None = None) -> list[SynthesisResult]:
     """Decodes every sentence in one padded batch (``model.synthesize_batch``); each result is cut to the
-    sentence's own stop, which equals running it alone (DESIGN §7)."""
+    sentence's own stop, which equals running it alone (docs/ARCHITECTURE.md, tolerances)."""
     if framework == "torch" and seed is not None:
         import torch
 

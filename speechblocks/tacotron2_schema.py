@@ -1,6 +1,6 @@
 """The whole Tacotron-2's TF1 variables: names and shapes from hparams, and hparams from shapes.
 
-Names are relative to ``Tacotron_model/inference/`` exactly as the TF1 graph creates them (DESIGN §6, §8).
+Names are relative to ``Tacotron_model/inference/`` exactly as the TF1 graph creates them (docs/ARCHITECTURE.md, TF1 names).
 :func:`tf1_variable_shapes` lists every variable a model with given hparams holds; :func:`infer_hparams`
 reads back what the shapes tell (``Tacotron2.from_tf1_checkpoint``); :func:`check_tf1_shapes` compares the
 two and lists every mismatch. Pure Python: imports no framework.

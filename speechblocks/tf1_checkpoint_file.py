@@ -1,4 +1,4 @@
-"""Validating a TF1 (V2 "tensor bundle") checkpoint before TensorFlow reads it (framework-free).
+"""Validating and decoding a TF1 (V2 "tensor bundle") checkpoint in numpy (framework-free).
 
 TensorFlow's C++ reader trusts its files: a bit flip in an index entry's dtype or shape, a truncated data shard or
 a hostile file can make it raise an opaque ``OpError``, return wrong numbers (it does not check the index blocks'

@@ -5,7 +5,7 @@ Policies every reading path shares (``tf_layers.checkpoint``, ``Tacotron2.from_t
 ``speechblocks inspect|migrate|synthesize``):
 
 * **corrupted, truncated, hostile files**: a :class:`~.tf1_checkpoint_file.CheckpointError` (a ``ValueError``), one
-  line naming the file, the tensor when there is one, and the problem -- before TensorFlow touches the bytes;
+  line naming the file, the tensor when there is one, and the problem -- before any byte is decoded;
 * **NaN / inf values** in the variables read: an **error** by default
   (:class:`~.tf1_checkpoint_file.NonFiniteWeightsError`: a model holding them only produces NaN; they usually mean
   training diverged before the save), a :class:`~.tf1_checkpoint_file.NonFiniteWeightsWarning` with

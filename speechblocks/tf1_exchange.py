@@ -1,4 +1,4 @@
-"""All-or-nothing TF1 weight loading, the part both frameworks share (DESIGN §5).
+"""All-or-nothing TF1 weight loading, the part both frameworks share (docs/ARCHITECTURE.md, rules).
 
 ``tf_layers.tf1_exchange`` and ``torch_layers.tf1_exchange`` bind TF1 names to their own variables
 (``TF1Variable``) and give every block ``tf1_weights()`` / ``load_tf1_weights()``. What does not depend

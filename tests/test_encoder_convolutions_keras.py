@@ -65,7 +65,7 @@ def test_layer_contract(bn_position):
 
 @pytest.mark.parametrize("kernel_size,bn_position,activation", [(5, "before", "relu"), (4, "after", "tanh")])
 def test_matches_numpy_reference_with_rayhane_names(kernel_size, bn_position, activation):
-    scopes = [f"conv_layer_{i}_encoder_convolutions" for i in (1, 2, 3)]  # DESIGN §6 names
+    scopes = [f"conv_layer_{i}_encoder_convolutions" for i in (1, 2, 3)]  # docs/ARCHITECTURE.md, TF1 names names
     w = _tf1_weights(scopes, 6, kernel_size, 7)
     block = EncoderConvolutions(kernel_size=kernel_size, channels=7, num_layers=3, activation=activation,
                                 bn_position=bn_position, tf1_scope="encoder_convolutions")

@@ -574,8 +574,9 @@ def test_from_tf1_checkpoint_infers_hparams_ema_and_mismatches(tmp_path):
     with pytest.raises(ValueError) as err:
         Tacotron2.from_tf1_checkpoint(str(tmp_path / "model.ckpt-10"), hparams={**tacotron2_hparams("rtvc"), **RTVC,
                                                                                    "num_mels": 5, "decoder_lstm_units": 12})
-    message = str(err.value)
-    assert "decoder_LSTM_1/kernel" in message and "postnet_projection" in message and "mismatch" in message
+    message, problems = str(err.value), " ".join(err.value.problems)  # one line naming the cause; the whole list
+    assert "num_mels=5 where the shapes say 6, decoder_lstm_units=12 where the shapes say 16" in message
+    assert "decoder_LSTM_1/kernel" in problems and "postnet_projection" in problems and "mismatching" in message
     # a checkpoint without a speaker embedding is Rayhane's
     ray = _model("rayhane", seed=4)
     _write_tf1_checkpoint(tf, tmp_path / "r.ckpt", {f"Tacotron_model/inference/{k}": v

@@ -161,10 +161,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         self.built = True
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-                "hparams": self.hparams.to_dict(), "n_symbols": self.hparams.n_symbols, "seed": self.seed,
-                "sync_batch_norm": self.sync_batch_norm, "loss_reduction": self.loss_reduction}
+        config = super().get_config()  # name, trainable, dtype
+        config.update({"hparams": self.hparams.to_dict(), "n_symbols": self.hparams.n_symbols, "seed": self.seed,
+                       "sync_batch_norm": self.sync_batch_norm, "loss_reduction": self.loss_reduction})
+        return config
 
     @classmethod
     def from_config(cls, config):
@@ -287,7 +287,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         return tf.minimum(tf.maximum(x, tf.cast(lo - hp.lower_bound_decay, x.dtype)), tf.cast(hi, x.dtype))
 
     # -- synthesis ----------------------------------------------------------------------------
-    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, mel_targets=None, *,
+    def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, *, mel_targets=None,
                    progress=None):
         """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
         structure (unknown batch and time): the documented fast path.
@@ -546,7 +546,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         return {k: float(v) for k, v in losses.items()}, out_grads
 
     def tf1_trainable_variables(self) -> dict:
-        """``{TF1 name: variable}`` of the trainable variables (batch-norm moving statistics left out)."""
+        """``{TF1 name: keras.Variable}`` of the trainable variables (batch-norm moving statistics left out), by name
+        relative to ``Tacotron_model/inference/``; the variables are in Keras' layout (``tf1_weights()`` gives TF1's).
+        """
         return {k: v.variable for k, v in self._tf1_variables().items() if v.variable.trainable}
 
     # -- TF1 exchange -------------------------------------------------------------------------
@@ -581,7 +583,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         ``max_iters``, masking, smoothing, cumulative weights, batch-norm position, clipping, loss settings) come
         from ``hparams`` -- by default the RTVC preset for a checkpoint with a speaker embedding, else Rayhane's --
         and ``overrides``. ``sync_batch_norm`` and ``loss_reduction`` as for :class:`Tacotron2` (data-parallel
-        training of the loaded model). The checkpoint is validated before TensorFlow reads it
+        training of the loaded model). The checkpoint is validated, then decoded in numpy
         (``tf_layers.checkpoint.read_tf1_weights``); variables holding NaN/inf are refused unless
         ``allow_nonfinite`` (then a ``NonFiniteWeightsWarning``); float16/float64 ones are cast to float32.
 

@@ -1,4 +1,4 @@
-"""TF1 weight exchange shared by every Tacotron-2 Keras layer (DESIGN §5).
+"""TF1 weight exchange shared by every Tacotron-2 Keras layer (docs/ARCHITECTURE.md, rules).
 
 A layer lists its TF1 variables with :meth:`TF1WeightsMixin._tf1_variables` -- names relative to the
 layer's TF1 scope, exactly as the TF1 graph spells them -- and gets ``tf1_weights()`` and an

@@ -2,7 +2,7 @@
 
 ``SpeakerEncoder``, ``TAC``, ``GaussianEmbedding``, ``ContrastiveLoss`` and ``GumbelVectorQuantizer`` expose
 ``torch_state_dict()`` and an all-or-nothing ``load_torch_state_dict(state_dict, strict=True)`` with the
-upstream keys and torch layouts (DESIGN §5). Two helpers serve them: :class:`TorchStateMixin` (variables
+upstream keys and torch layouts (docs/ARCHITECTURE.md, rules). Two helpers serve them: :class:`TorchStateMixin` (variables
 exchanged through layout functions, possibly several torch keys per variable, e.g. an LSTM's two biases)
 and :func:`load_torch_entries` (one key per variable, optional transpose). Both raise one
 :class:`TorchStateDictError` listing every problem and assign nothing then. Never imports torch: torch

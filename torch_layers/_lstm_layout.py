@@ -1,6 +1,6 @@
 """LSTM weight layouts: TF1 ``LSTMCell``/``LSTMBlockCell`` <-> speechblocks torch <-> ``torch.nn.LSTM``.
 
-TF1 (DESIGN §4): one ``kernel`` of shape ``(in + units, 4 * units)`` applied to ``concat([x, h])``, one
+TF1 (docs/ARCHITECTURE.md, semantics): one ``kernel`` of shape ``(in + units, 4 * units)`` applied to ``concat([x, h])``, one
 ``bias`` ``(4 * units,)``, column blocks in gate order **i, j, f, o** (``j`` is the candidate), and a
 ``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not stored in the checkpoint.
 

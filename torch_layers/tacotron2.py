@@ -405,8 +405,13 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         return out
 
     @torch.jit.unused
-    def tf1_trainable_variables(self) -> dict[str, TF1Variable]:
-        """The TF1 trainable variables (every variable but the batch-norm moving statistics), by relative name."""
+    def tf1_trainable_variables(self) -> dict[str, nn.Parameter]:
+        """``{TF1 name: parameter}`` of the trainable variables (batch-norm moving statistics left out), by name
+        relative to ``Tacotron_model/inference/``; the parameters are in torch's layout (``tf1_weights()`` gives TF1's).
+        """
+        return {k: v.tensor for k, v in self._tf1_trainable_bindings().items()}
+
+    def _tf1_trainable_bindings(self) -> dict[str, TF1Variable]:
         return {k: v for k, v in self._tf1_variables().items()
                 if isinstance(v.tensor, nn.Parameter) and v.tensor.requires_grad}
 
@@ -414,14 +419,13 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     def regularized_parameters(self) -> dict[str, Tensor]:
         """The parameters ``add_loss`` regularises: trainable variables whose full TF1 name
         (``Tacotron_model/inference/<name>``) contains none of ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
-        return {k: v.tensor for k, v in self.tf1_trainable_variables().items()
-                if is_regularized(k)}
+        return {k: v for k, v in self.tf1_trainable_variables().items() if is_regularized(k)}
 
     @classmethod
     def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None, use_ema: bool = False, *,
                             sync_batch_norm: bool = False, device=None, dtype=None, allow_nonfinite: bool = False,
                             **overrides) -> Tacotron2:
-        """Builds the model from a TF1 Tacotron-2 checkpoint (needs TensorFlow: the ``tf`` extra).
+        """Builds the model from a TF1 Tacotron-2 checkpoint (read in numpy: no TensorFlow needed).
 
         The variables under ``Tacotron_model/inference/`` give every size (:func:`speechblocks.infer_hparams`);
         the rest (rates, stop rule, ``max_iters``, masking, clipping, loss settings) comes from ``hparams``, or,
@@ -445,7 +449,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         Raises:
             ValueError: no model variable in the checkpoint; ``use_ema`` without shadows; given hparams (or
                 overrides) that contradict the checkpoint's shapes (one message listing every mismatch);
-                ``CheckpointError``: a truncated, corrupted or hostile checkpoint, validated before TensorFlow reads
+                ``CheckpointError``: a truncated, corrupted or hostile checkpoint, validated before it is decoded
                 it (one line: file, tensor, problem); ``NonFiniteWeightsError``: NaN/inf values.
             FileNotFoundError: no checkpoint at ``path`` (``CheckpointNotFoundError``).
         """
@@ -509,7 +513,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         """
         from .tacotron2_loss import tacotron2_loss
 
-        variables = self.tf1_trainable_variables()
+        variables = self._tf1_trainable_bindings()
         saved = {name: b.detach().clone() for name, b in self.named_buffers()}
         was_training = self.training
         self.train()

@@ -1,4 +1,4 @@
-"""TF1 weight exchange shared by every Tacotron-2 torch module (DESIGN §5).
+"""TF1 weight exchange shared by every Tacotron-2 torch module (docs/ARCHITECTURE.md, rules).
 
 A module lists its TF1 variables with ``_tf1_variables()`` -- names relative to its TF1 scope,
 exactly as the TF1 graph spells them -- and gets ``tf1_weights()`` and an all-or-nothing

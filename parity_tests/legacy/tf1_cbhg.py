@@ -3,7 +3,7 @@
 Uses ``tf.compat.v1.layers`` and ``tf.compat.v1.nn.rnn_cell.GRUCell`` with
 ``tf.compat.v1.nn.bidirectional_dynamic_rnn`` so that variable names are the real checkpoint names.
 The dimension-fix dense follows the original intent (``tf.layers.dense(x, highway_units)``, named
-``dense``), since the seed's line for it cannot run (DESIGN §4).
+``dense``), since the seed's line for it cannot run (docs/ARCHITECTURE.md, semantics).
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 The checkpoint is validated first (index structure and checksums, shard sizes, then the checksums and NaN/inf
 of the variables that would be migrated: :mod:`speechblocks.tf1_checkpoint_reader`); the variable list (names,
-shapes, dtypes) is then read through ``tf.train.load_checkpoint`` (DESIGN §3), values later, block by block, by
-:mod:`.migrate`.
+shapes, dtypes) comes from the validated index, the values later, block by block, decoded in numpy by
+:mod:`.migrate` (no TensorFlow).
 """
 from __future__ import annotations
 

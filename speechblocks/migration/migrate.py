@@ -236,7 +236,7 @@ class _KerasWriter:
 
 class _TorchWriter:
     # torch is imported here, inside the torch output path only: `import tf_layers` (and the Keras path of
-    # the migration) must never import torch (DESIGN §2), so nothing at module level may import it.
+    # the migration) must never import torch (docs/ARCHITECTURE.md, layers), so nothing at module level may import it.
     def __init__(self, path: str, entries: dict, inv: CheckpointInventory):
         self.path = path
         self.entries = entries
@@ -302,7 +302,7 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
         allow_nonfinite: migrate variables holding NaN or inf (with a ``NonFiniteWeightsWarning``) instead of
             refusing them.
 
-    The checkpoint is validated before TensorFlow reads it (index checksums, shard sizes, the checksums of the
+    The checkpoint is validated, then decoded in numpy (index checksums, shard sizes, the checksums of the
     migrated variables' bytes); float16/bfloat16/float64 variables are cast to float32 with a
     ``CheckpointDtypeWarning``; non-floating weights are refused. Nothing is written unless everything succeeds.
 
@@ -467,7 +467,7 @@ def load_migrated(path) -> dict:
 
     Returns:
         ``{block_path: keras layer}`` -- each layer built, its weights loaded, ready to call (inference
-        by default: call with ``training=False``), keyed by the block paths of DESIGN §6
+        by default: call with ``training=False``), keyed by the block paths of docs/ARCHITECTURE.md, TF1 names
         (``"encoder_LSTM"``, ``"decoder/decoder_LSTM"``, ...). For a whole-model file the layers are the blocks of
         the rebuilt ``Tacotron2`` (``decoder/Location_Sensitive_Attention`` included).
 

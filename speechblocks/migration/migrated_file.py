@@ -184,7 +184,7 @@ def model_hparams(model_json, shapes: dict | None, path: str, hparams=None, over
 def read_block_table(blocks_json, path: str) -> dict:
     """Parses and validates the JSON block table of a migrated file.
 
-    Every block path must be one of the library's (DESIGN §6) with its class, a config (a JSON object whose keys
+    Every block path must be one of the library's (docs/ARCHITECTURE.md, TF1 names) with its class, a config (a JSON object whose keys
     are not the reader's own ``device``/``dtype``/``name``), a positive int input size and a list of TF1 keys.
 
     Raises:

@@ -1,6 +1,6 @@
 """The Tacotron-2 blocks a TF1 checkpoint can hold, and their constructor configs inferred from shapes.
 
-Every block kind knows three things, all derived from the TF1 graph code's naming (DESIGN §6):
+Every block kind knows three things, all derived from the TF1 graph code's naming (docs/ARCHITECTURE.md, TF1 names):
 
 * where it lives: its *block path* relative to ``Tacotron_model/inference/`` (``"decoder/decoder_LSTM"``)
   and its TF1 scope (the last path component, passed as ``tf1_scope=``);
@@ -201,7 +201,7 @@ def _expect_cbhg(c, cin, scope):
     out.update(conv_bn_shapes("proj1", pk, c["K"] * c["conv_channels"], p0))
     out.update(conv_bn_shapes("proj2", pk, p0, p1))
     hu, ru = c["highway_units"], c["rnn_units"]
-    if p1 != hu:  # the dimension-fix dense (DESIGN §4)
+    if p1 != hu:  # the dimension-fix dense (docs/ARCHITECTURE.md, semantics)
         out.update(dense_shapes("dense", p1, hu))
     for n in range(1, c["n_highwaynet_layers"] + 1):
         out.update(dense_shapes(f"{scope}_highwaynet_{n}/H", hu, hu))

@@ -1,6 +1,6 @@
 """Framework-free pieces of ``tests/test_nonfinite_{keras,torch}.py``: poisoned inputs, the batch-isolation
 assertion, the docstring sentence per block and numpy references of the masked losses (written from the TF1
-formulas, DESIGN §4, on inputs whose padding is zeroed)."""
+formulas, docs/ARCHITECTURE.md, semantics, on inputs whose padding is zeroed)."""
 from __future__ import annotations
 
 import numpy as np

@@ -46,7 +46,7 @@ class BlockProperties:
     time_multiple = 1
     #: the properties this block satisfies (see the module docstring)
     properties = ("padding", "permutation", "rows", "float64", "mixed", "twin")
-    tol = 1e-5  # float32 block parity (DESIGN §7)
+    tol = 1e-5  # float32 block parity (docs/ARCHITECTURE.md, tolerances)
     float64_tol = 1e-4  # float32 vs float64 of the same weights: float32 rounding through the whole block
     #: fraction of the profile's ``max_examples`` (expensive blocks)
     examples_scale = 1.0

@@ -76,11 +76,13 @@ class StepResult:
             loss``.
         grad_norm (float): the global norm of the gradients before clipping.
         applied (bool): whether the update was applied (False when the loss is not finite).
+        learning_rate (float, optional): the rate of the update (set by the training loop).
     """
 
     losses: dict
     grad_norm: float
     applied: bool = True
+    learning_rate: float | None = None
 
 
 @dataclasses.dataclass
@@ -379,6 +381,7 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
             batch = _load_examples(entries, data_dir, hp_full, n_symbols)
             lr = learning_rate(step, hp_full)
             result = trainer.train_step(batch, lr, step_seed(seed, step))
+            result.learning_rate = lr
             loss = float(result.losses["loss"])
             if not result.applied or not math.isfinite(loss):
                 ids = ", ".join(utterance_id(e) for e in entries)

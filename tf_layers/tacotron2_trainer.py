@@ -28,6 +28,17 @@ def clip_by_global_norm(tensors: list, clip_norm: float = 1.0) -> tuple[list, tf
     return tf.clip_by_global_norm(tensors, clip_norm)
 
 
+def _signature(batch: Mapping[str, np.ndarray]) -> dict:
+    """Batch and time dimensions unknown (channels known): one trace serves every batch of the same structure."""
+    def shape(key, value):
+        dims = [None] * np.ndim(value)
+        if key in ("mel_targets", "speaker_embeddings", "linear_targets"):
+            dims[-1] = int(np.shape(value)[-1])
+        return dims
+
+    return {k: tf.TensorSpec(shape(k, v), tf.int32 if k in _INT_KEYS else tf.float32) for k, v in batch.items()}
+
+
 def _batch_tensors(batch: Mapping[str, np.ndarray]) -> dict:
     return {k: tf.convert_to_tensor(np.ascontiguousarray(v), tf.int32 if k in _INT_KEYS else tf.float32)
             for k, v in batch.items()}
@@ -37,7 +48,7 @@ class Tacotron2Trainer:
     """One Keras model and its optimizer, stepped as the original ``add_optimizer`` (the Keras backend of
     :func:`speechblocks.training.run.train`).
 
-    Each :meth:`train_step` (one ``tf.function``, traced once per batch structure, shapes relaxed): the model with
+    Each :meth:`train_step` (one ``tf.function``, traced once: batch and time dimensions are left unknown): the model with
     ``training=True`` on the batch (teacher forced), :func:`tacotron2_loss`, the gradients of every trainable
     variable, ``tf.clip_by_global_norm(gradients, 1.0)`` when ``tacotron_clip_gradients``, one
     ``keras.optimizers.Adam`` update (Keras 3's update is TF1's: epsilon added to ``sqrt(v)`` after the bias
@@ -54,6 +65,8 @@ class Tacotron2Trainer:
 
     framework = "keras"
     model_suffix = ".weights.h5"
+    #: run the steps eagerly instead of tracing them (no ~5 s trace per trainer; slower per step)
+    run_eagerly = False
 
     def __init__(self, model: Tacotron2):
         self.model = model
@@ -122,7 +135,8 @@ class Tacotron2Trainer:
         """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass, in
         :meth:`trainable_names` order, and the global norm before clipping (numpy)."""
         if self._grad_fn is None:
-            self._grad_fn = tf.function(self._gradients, reduce_retracing=True)
+            self._grad_fn = self._gradients if self.run_eagerly else \
+                tf.function(self._gradients, input_signature=[_signature(batch)])
         self._reseed(seed)
         losses, grads, norm = self._grad_fn(_batch_tensors(batch))
         return ({k: float(v) for k, v in losses.items()}, [np.asarray(g) for g in grads], float(norm))
@@ -143,7 +157,8 @@ class Tacotron2Trainer:
         """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
         learning rate; the update is not applied when the loss is not finite."""
         if self._step_fn is None:
-            self._step_fn = tf.function(self._apply, reduce_retracing=True)
+            self._step_fn = self._apply if self.run_eagerly else \
+                tf.function(self._apply, input_signature=[_signature(batch), tf.TensorSpec([], tf.float32)])
         self._reseed(seed)
         losses, norm, applied = self._step_fn(_batch_tensors(batch), tf.constant(learning_rate, tf.float32))
         return StepResult({k: float(v) for k, v in losses.items()}, float(norm), bool(applied))

@@ -1,5 +1,5 @@
 """The ``speechblocks`` console script: ``parity``, ``inspect``, ``migrate``, ``synthesize``, ``mel``, ``griffin-lim``,
-``embed``, ``preprocess``.
+``embed``, ``preprocess``, ``train``, ``gta``.
 
 Conventions of every subcommand:
 
@@ -288,6 +288,67 @@ def _cmd_synthesize(args) -> int:
     return 0
 
 
+# -- train / gta -----------------------------------------------------------------------------------------
+def _trainer_class(framework: str):
+    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly."""
+    if framework == "torch":
+        load_torch()
+        from torch_layers.tacotron2_trainer import Tacotron2Trainer
+    else:
+        load_tensorflow()
+        from tf_layers.tacotron2_trainer import Tacotron2Trainer
+    return Tacotron2Trainer
+
+
+def _cmd_train(args) -> int:
+    from .training import run
+
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be >= 1; got {args.steps}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError(f"--batch-size must be >= 1; got {args.batch_size}")
+    if not os.path.isfile(os.path.join(args.data, "train.txt")):
+        raise UsageError(f"DATA {args.data!r} holds no train.txt (run `speechblocks preprocess` first)")
+    source = getattr(args, "from")
+    if source is not None and not os.path.exists(source) and not os.path.exists(source + ".index"):
+        raise UsageError(f"--from {source!r} does not exist")
+    info = run._read_run(os.path.abspath(args.run))  # checked before a framework loads
+    framework = args.framework or (info or {}).get("framework") or "torch"
+    if info is not None and info.get("framework") != framework:
+        raise UsageError(f"RUN {args.run!r} was trained with --framework {info.get('framework')}, not {framework}")
+    options = run.TrainOptions(args.data, args.run, _hparams_arg(args.hparams), _overrides(args.set), source,
+                               args.steps, args.batch_size, args.seed, progress=not args.quiet)
+    try:
+        result = run.train(_trainer_class(framework), options)
+    except run.TrainingDivergedError as e:
+        _say("train", f"error: {e}")
+        return 1
+    if result.signal is not None:
+        _say("train", f"stopped by signal {result.signal} at step {result.global_step}; checkpoint "
+                      f"{result.checkpoint}")
+        return 128 + int(result.signal)
+    print(f"{args.run}: step {result.global_step}, checkpoint {result.checkpoint}")
+    return 0
+
+
+def _cmd_gta(args) -> int:
+    from .training import gta
+
+    if not os.path.isfile(os.path.join(args.data, "train.txt")):
+        raise UsageError(f"DATA {args.data!r} holds no train.txt (run `speechblocks preprocess` first)")
+    model = gta.resolve_model(args.model)
+    if args.max_iters is not None and args.max_iters < 1:
+        raise UsageError(f"--max-iters must be >= 1; got {args.max_iters}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError(f"--batch-size must be >= 1; got {args.batch_size}")
+    framework = args.framework or ("keras" if model.endswith(".weights.h5") else "torch")
+    paths = gta.run_gta(_trainer_class(framework), args.data, model, args.out, _hparams_arg(args.hparams),
+                        _overrides(args.set), args.max_iters, args.batch_size, args.seed,
+                        progress=_progress("gta", args.quiet))
+    print(f"{len(paths)} GTA mel spectrograms in {os.path.join(args.out, 'gta')}; {os.path.join(args.out, 'map.txt')}")
+    return 0
+
+
 # -- audio: mel, griffin-lim, embed ------------------------------------------------------------------
 def _progress(command: str, quiet: bool = False):
     return (lambda line: _say(command, line)) if sys.stderr.isatty() and not quiet else None
@@ -430,6 +491,15 @@ _EXAMPLES = {
     "griffin-lim": """examples:
   speechblocks griffin-lim hello.npy --hparams rtvc --out hello.wav
   speechblocks griffin-lim mels/*.npy --hparams rayhane --griffin-lim-iters 30 --out wavs/""",
+    "train": """examples:
+  speechblocks train datasets/SV2TTS/synthesizer runs/rtvc --framework torch --hparams rtvc
+  speechblocks train datasets/SV2TTS/synthesizer runs/rtvc        # resume from the last checkpoint
+  speechblocks train data runs/ft --from taco_pretrained --framework keras --steps 5000 --batch-size 16
+  speechblocks train data runs/small --set tacotron_checkpoint_interval=500 --set tacotron_eval_interval=500""",
+    "gta": """examples:
+  speechblocks gta datasets/SV2TTS/synthesizer runs/rtvc/checkpoints/tacotron2-00020000.pt gta_out
+  speechblocks gta data runs/rtvc gta_out --batch-size 16        # a RUN folder: its last checkpoint
+  speechblocks gta data taco_pretrained gta_out --framework keras --max-iters 1000""",
     "embed": """examples:
   speechblocks embed --encoder encoder.pt me.wav --out me.npy
   speechblocks embed refs/*.wav --out embeds/           # resemblyzer's weights fetched by make install""",
@@ -615,6 +685,44 @@ def build_parser() -> argparse.ArgumentParser:
                          "metadata lines), one line each on stderr, counted in the summary")
     pr.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     pr.set_defaults(func=_cmd_preprocess)
+
+    pt = _sub(sub, "train", "train Tacotron-2 on a preprocessed folder, as the original train.py",
+              "Trains (or resumes, or with --from fine-tunes) a Tacotron-2 on DATA (train.txt + mels/ + embeds/ of "
+              "`speechblocks preprocess`) with the original optimizer (Adam, the decayed learning rate, global-norm "
+              "clipping), loss and test split. Every tacotron_checkpoint_interval steps a checkpoint in RUN/checkpoints "
+              "(the model as `speechblocks migrate` writes it + a .state.npz sidecar: optimizer, step, data order); "
+              "every tacotron_eval_interval steps the test loss, plots and a Griffin-Lim wav; scalars in RUN/events "
+              "(TensorBoard). An existing RUN resumes exactly. SIGINT/SIGTERM: the step ends, a checkpoint is "
+              "written, exit 130/143. A NaN loss stops (exit 1) naming the step and the batch's utterances.")
+    pt.add_argument("data", metavar="DATA", help="a preprocessed folder holding train.txt")
+    pt.add_argument("run", metavar="RUN", help="the run folder (created; an existing run is resumed)")
+    pt.add_argument("--from", metavar="TF1_CKPT|MIGRATED", default=None,
+                    help="fine-tune these weights (a TF1 checkpoint continues its global_step and Adam slots)")
+    pt.add_argument("--framework", choices=("torch", "keras"),
+                    help="default: the run's when resuming, else torch")
+    _hparams_options(pt, "the model and training recipe (default: rtvc, or the --from model's preset)")
+    pt.add_argument("--steps", type=int, help="steps to train now (default: up to tacotron_train_steps)")
+    pt.add_argument("--batch-size", type=int, help="tacotron_batch_size")
+    pt.add_argument("--seed", type=int, help="seed of data order and dropout (default: tacotron_random_seed)")
+    pt.add_argument("--quiet", action="store_true", help="no progress lines")
+    pt.set_defaults(func=_cmd_train)
+
+    pa = _sub(sub, "gta", "ground-truth-aligned mels of a preprocessed folder, for vocoder training",
+              "Runs the model teacher forced in inference mode (the original synthesize.py --GTA; max_iters caps the "
+              "steps) over every utterance of DATA/train.txt, in batches of tacotron_synthesis_batch_size, and "
+              "writes OUT/gta/mel-<id>.npy (each utterance's own frames), OUT/map.txt (Rayhane's GTA map: "
+              "wav|mel|gta mel|speaker|text) and OUT/synthesized.txt (RTVC's: the train.txt lines).")
+    pa.add_argument("data", metavar="DATA", help="a preprocessed folder holding train.txt")
+    pa.add_argument("model", metavar="MODEL", help="a migrated file (.pt / .weights.h5), a TF1 checkpoint, or a RUN")
+    pa.add_argument("out", metavar="OUT", help="the output folder")
+    pa.add_argument("--framework", choices=("torch", "keras"),
+                    help="default: keras for a .weights.h5 file, torch otherwise")
+    _hparams_options(pa, "what the weights cannot tell")
+    pa.add_argument("--batch-size", type=int, help="tacotron_synthesis_batch_size")
+    pa.add_argument("--max-iters", type=int, help="decoder step cap (default: the hparam max_iters)")
+    pa.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout (default 0)")
+    pa.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+    pa.set_defaults(func=_cmd_gta)
     return p
 
 

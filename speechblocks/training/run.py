@@ -1,0 +1,575 @@
+"""``speechblocks train``: the original training loop, framework-free (the framework steps come from a backend).
+
+The loop of the originals' ``train.py``: the feeder's batches (:class:`~speechblocks.training.BatchSampler`,
+:func:`~speechblocks.training.prepare_batch`), the learning rate of :func:`~speechblocks.training.learning_rate` at
+the global step before the update, one optimizer step (the backend: Adam with the original betas and epsilon,
+``clip_by_global_norm(gradients, 1.0)`` when ``tacotron_clip_gradients``, the loss of ``add_loss``), the global step
+incremented; every ``tacotron_summary_interval`` steps scalars to a TensorBoard event file, every
+``tacotron_eval_interval`` steps the test batches' losses, an alignment and mel plot and a Griffin-Lim wav of one
+test sentence, every ``tacotron_checkpoint_interval`` steps (and when the run stops) a checkpoint.
+
+A backend (``torch_layers.Tacotron2Trainer``, ``tf_layers.Tacotron2Trainer``) implements:
+
+* class attributes ``framework`` (``"torch"``/``"keras"``) and ``model_suffix`` (``".pt"``/``".weights.h5"``);
+* class methods ``new(hparams, seed)``, ``from_model_file(path, hparams)``, ``from_tf1_checkpoint(path, hparams)``
+  (returning a trainer);
+* ``hparams`` (the model's :class:`~speechblocks.Tacotron2HParams`), ``train_step(batch, learning_rate, seed) ->
+  StepResult``, ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``, ``teacher_forced(batch,
+  max_iters) -> mel_outputs``, ``save_model(path)``, ``optimizer_state() -> (updates, {slot name: array})``,
+  ``load_optimizer_state(updates, slots)``.
+
+The run folder ``RUN``::
+
+    RUN/run.json                                   framework, hparams (every original name), data folder
+    RUN/checkpoints/tacotron2-<step>.pt|.weights.h5   the model, as `speechblocks migrate` writes it
+    RUN/checkpoints/tacotron2-<step>.state.npz     global step, sampler state, seed, Adam slots (TF1 names)
+    RUN/checkpoints/latest.json                    the last complete checkpoint (written last)
+    RUN/events/events.out.tfevents.*               scalars (TensorBoard)
+    RUN/plots/step-<step>-{align,mel}.png, RUN/wavs/step-<step>-eval.wav
+
+Randomness (dropout, zoneout) is drawn from a generator re-seeded before every step from ``(seed, global
+step)``: a resumed run draws what the uninterrupted run drew, so resuming is exact.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import UsageError
+from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
+from .batches import prepare_batch
+from .checkpoint_files import read_state, write_state
+from .examples import check_example_files, load_example
+from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
+from .schedule import learning_rate
+
+__all__ = ["RUN_FORMAT", "StepResult", "TrainOptions", "TrainResult", "TrainingDivergedError", "step_seed",
+           "train", "utterance_id"]
+
+RUN_FORMAT = "speechblocks.train.run"
+#: hparams a resumed run may change (they change no number of the training)
+RESUMABLE_CHANGES = frozenset({"tacotron_checkpoint_interval", "tacotron_eval_interval", "tacotron_summary_interval",
+                               "tacotron_train_steps", "griffin_lim_iters"})
+KEEP_CHECKPOINTS = 5  # the original Saver's max_to_keep
+EVAL_GRIFFIN_LIM_ITERS = 8
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite; the update was not applied (the last checkpoint is intact)."""
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What a backend's ``train_step`` returns.
+
+    Attributes:
+        losses (dict[str, float]): ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss,
+            loss``.
+        grad_norm (float): the global norm of the gradients before clipping.
+        applied (bool): whether the update was applied (False when the loss is not finite).
+        learning_rate (float, optional): the rate of the update (set by the training loop).
+    """
+
+    losses: dict
+    grad_norm: float
+    applied: bool = True
+    learning_rate: float | None = None
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """The options of ``speechblocks train``.
+
+    Attributes:
+        data (str): the preprocessed folder (``train.txt``, ``mels/``, ``embeds/``).
+        run (str): the run folder (created; an existing run is resumed).
+        hparams: a preset name, a mapping of original names or None (a new run: the preset of ``source`` or
+            ``"rtvc"``; a resumed run: the run's).
+        overrides (dict): hparams by original name, applied last.
+        source (str, optional): ``--from``: a TF1 checkpoint or a migrated file to fine-tune (a new run only).
+        steps (int, optional): steps to train in this invocation. (Default: up to ``tacotron_train_steps``)
+        batch_size (int, optional): overrides ``tacotron_batch_size``.
+        seed (int, optional): the seed of data order and dropout. (Default: ``tacotron_random_seed``)
+        progress (bool): a progress line on stderr (``\\r``-updated on a terminal).
+        handle_signals (bool): SIGINT/SIGTERM finish the step, write a checkpoint and stop.
+    """
+
+    data: str
+    run: str
+    hparams: object = None
+    overrides: dict = dataclasses.field(default_factory=dict)
+    source: str | None = None
+    steps: int | None = None
+    batch_size: int | None = None
+    seed: int | None = None
+    progress: bool = True
+    handle_signals: bool = True
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a run did: the global step reached, the losses of every step of this invocation, the last checkpoint,
+    and the signal that stopped it (``None`` when it ran its steps)."""
+
+    global_step: int
+    losses: list
+    checkpoint: str | None
+    signal: int | None = None
+    eval_losses: dict = dataclasses.field(default_factory=dict)
+
+
+def step_seed(seed: int, step: int, stream: int = 0) -> int:
+    """The 32-bit seed of the random draws of global step ``step`` (a function of the run's seed and the step)."""
+    return int(np.random.SeedSequence([int(seed), int(step), int(stream)]).generate_state(1)[0])
+
+
+def utterance_id(entry: MetadataEntry) -> str:
+    """The utterance id of a ``train.txt`` line: its mel file name without ``mel-`` and ``.npy``."""
+    name = os.path.basename(entry.mel_file)
+    if name.endswith(".npy"):
+        name = name[:-4]
+    return name[4:] if name.startswith("mel-") else name
+
+
+# -- the run folder -----------------------------------------------------------------------------------------
+def _json_value(value):
+    if isinstance(value, tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _full_hparams(base, model_hp: Tacotron2HParams | None, overrides: dict) -> dict:
+    """Every original name: a preset (``base``, or the one of the source model's variant, or ``"rtvc"``) or a
+    mapping over it, then the hparams of a source model (its sizes are fixed by its weights), then the overrides."""
+    variant = "rtvc" if model_hp is None or model_hp.speaker_embedding_size else "rayhane"
+    if isinstance(base, str):
+        if base not in TACOTRON2_PRESETS:
+            raise UsageError(f"--hparams {base!r} is not a preset ({', '.join(sorted(TACOTRON2_PRESETS))})")
+        full = tacotron2_hparams(base)
+    else:
+        full = tacotron2_hparams(variant)
+        full.update(dict(base or {}))
+    if model_hp is not None:
+        full.update(model_hp.to_dict())
+    full.update(overrides)
+    return {k: _json_value(v) for k, v in full.items()}
+
+
+def _read_run(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, "run.json")
+    if not os.path.exists(path):
+        if os.path.isdir(run_dir) and os.listdir(run_dir):
+            raise UsageError(f"RUN {run_dir!r} is not empty and holds no run.json: not a training run folder")
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"RUN {run_dir!r}: run.json is not readable ({exc})") from None
+    if not isinstance(info, dict) or info.get("format") != RUN_FORMAT or not isinstance(info.get("hparams"), dict):
+        raise UsageError(f"RUN {run_dir!r}: run.json is not a speechblocks training run")
+    return info
+
+
+def _resumed_hparams(run_dir: str, info: dict, options: TrainOptions, framework: str) -> dict:
+    if info.get("framework") != framework:
+        raise UsageError(f"RUN {run_dir!r} was trained with --framework {info.get('framework')}, not {framework}")
+    if options.source is not None:
+        raise UsageError(f"RUN {run_dir!r} already holds a run (resume it without --from, or give a new RUN)")
+    stored = dict(info["hparams"])
+    wanted = dict(options.overrides)
+    if options.batch_size is not None:
+        wanted["tacotron_batch_size"] = options.batch_size
+    if options.hparams is not None:
+        given = _full_hparams(options.hparams, None, wanted)
+        asked = {k: v for k, v in given.items() if k in stored or k in wanted}
+    else:
+        asked = {k: _json_value(v) for k, v in wanted.items()}
+    for name in sorted(asked):
+        if name not in RESUMABLE_CHANGES and asked[name] != stored.get(name):
+            raise UsageError(f"RUN {run_dir!r} holds another model or recipe: hparam {name} is "
+                             f"{stored.get(name)!r} there, {asked[name]!r} here (give a new RUN)")
+    stored.update({k: v for k, v in asked.items() if k in RESUMABLE_CHANGES})
+    return stored
+
+
+def _latest(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, "checkpoints", "latest.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# -- the training loop ----------------------------------------------------------------------------------
+class _Stop:
+    """SIGINT/SIGTERM handlers that record the signal; the loop finishes its step, checkpoints and stops."""
+
+    def __init__(self, enabled: bool):
+        self.signal: int | None = None
+        self._saved = {}
+        if enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self._saved[sig] = signal.signal(sig, self._handle)
+                except ValueError:  # not the main thread
+                    pass
+
+    def _handle(self, signum, frame):
+        self.signal = signum
+
+    def restore(self):
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+
+class _Progress:
+    def __init__(self, enabled: bool, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and self.stream.isatty()
+
+    def step(self, line: str):
+        if self.tty:
+            self.stream.write("\r" + line + "\033[K")
+            self.stream.flush()
+
+    def say(self, line: str):
+        if self.enabled:
+            if self.tty:
+                self.stream.write("\r\033[K")
+            self.stream.write(f"speechblocks train: {line}\n")
+            self.stream.flush()
+
+
+def _load_examples(entries, data_dir, hp_full, n_symbols):
+    examples = [load_example(e, data_dir, hp_full, n_symbols=n_symbols) for e in entries]
+    return prepare_batch(examples, hp_full, n_symbols=n_symbols)
+
+
+def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -> TrainResult:
+    """Run (or resume) a training run.
+
+    Args:
+        backend_cls: the framework's trainer class (``torch_layers.Tacotron2Trainer`` or
+            ``tf_layers.Tacotron2Trainer``).
+        options (TrainOptions): the command's options.
+        on_step (callable, optional): called as ``on_step(global_step, step_result)`` after every step (tests).
+
+    Returns:
+        TrainResult: the global step reached, this invocation's step losses, the last checkpoint.
+
+    Raises:
+        UsageError: no ``train.txt`` in DATA, a RUN of another model or framework, ``--from`` a missing file,
+            ``steps < 1``.
+        ValueError: bad data (naming ``train.txt`` and the line), hparams, checkpoints.
+        TrainingDivergedError: a NaN or infinite loss (naming the step and the batch's utterance ids).
+    """
+    data_dir, run_dir = os.path.abspath(options.data), os.path.abspath(options.run)
+    metadata_path = os.path.join(data_dir, "train.txt")
+    if not os.path.isfile(metadata_path):
+        raise UsageError(f"DATA {options.data!r} holds no train.txt (run `speechblocks preprocess` first)")
+    if options.steps is not None and options.steps < 1:
+        raise UsageError(f"--steps must be >= 1; got {options.steps}")
+    if options.source is not None and not os.path.exists(options.source) \
+            and not os.path.exists(options.source + ".index"):
+        raise UsageError(f"--from {options.source!r} does not exist")
+    framework = backend_cls.framework
+    info = _read_run(run_dir)
+    latest = None
+    if info is not None:
+        hp_full = _resumed_hparams(run_dir, info, options, framework)
+        latest = _latest(run_dir)
+    else:
+        hp_full = None
+    progress = _Progress(options.progress)
+
+    # the model and the optimizer state
+    start_step, adam = 0, None
+    if latest is not None:
+        model_hp = resolve_hparams(hp_full, info.get("n_symbols"))
+        ckpt_dir = os.path.join(run_dir, "checkpoints")
+        trainer = backend_cls.from_model_file(os.path.join(ckpt_dir, latest["model"]), model_hp)
+        meta, slots = read_state(os.path.join(ckpt_dir, latest["state"]))
+        start_step = int(meta["global_step"])
+        trainer.load_optimizer_state(int(meta["adam_updates"]), slots)
+        sampler_state, seed = meta["sampler"], int(meta["seed"])
+        progress.say(f"resuming {run_dir} at step {start_step} ({latest['model']})")
+    else:
+        sampler_state = None
+        wanted = dict(options.overrides)
+        if options.batch_size is not None:
+            wanted["tacotron_batch_size"] = int(options.batch_size)
+        if options.source is not None:
+            trainer, start_step, adam = _from_source(backend_cls, options.source)
+            hp_full = _full_hparams(options.hparams, trainer.hparams, wanted)
+        elif hp_full is None:
+            hp_full = _full_hparams(options.hparams, None, wanted)
+        try:
+            model_hp = resolve_hparams(hp_full)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        seed = options.seed if options.seed is not None else int(hp_full["tacotron_random_seed"])
+        if options.source is None:
+            trainer = backend_cls.new(model_hp, seed)
+        else:
+            if trainer.hparams != model_hp:  # --hparams/--set of a rate or flag: the sizes must agree
+                trainer = backend_cls.with_hparams(trainer, model_hp)
+            if adam is not None:
+                trainer.load_optimizer_state(*adam)
+    hp_full = {k: _json_value(v) for k, v in hp_full.items()}
+
+    # the data (checked before anything is written)
+    metadata = read_metadata(metadata_path)
+    train_set, test_set = split_train_test(metadata, hp_full)
+    check_example_files(metadata, data_dir, hp_full)
+    sampler = BatchSampler(train_set, hp_full, seed=seed)
+    if sampler_state is not None:
+        try:
+            sampler.load_state_dict(sampler_state)
+        except ValueError as exc:
+            raise UsageError(f"RUN {run_dir!r}: its data order does not fit DATA {options.data!r}: {exc}") from None
+    test_batches = make_test_batches(test_set, hp_full, seed=seed)
+    n_symbols = model_hp.n_symbols
+
+    os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
+    if info is None:
+        with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
+            json.dump({"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
+                       "n_symbols": n_symbols, "data": data_dir, "source": options.source}, f, indent=1,
+                      sort_keys=True)
+
+    def checkpoint(step: int) -> str:
+        return _write_checkpoint(run_dir, trainer, step, sampler, seed, framework)
+
+    last_checkpoint = None
+    if latest is None:
+        last_checkpoint = checkpoint(start_step)  # as the original: a checkpoint before the first step
+    total = options.steps if options.steps is not None else max(int(hp_full["tacotron_train_steps"]) - start_step, 0)
+    from ..tensorboard_events import EventFileWriter
+
+    events = EventFileWriter(os.path.join(run_dir, "events"))
+    stop = _Stop(options.handle_signals)
+    step = start_step
+    losses_seen: list = []
+    window = deque(maxlen=100)
+    times = deque(maxlen=100)
+    eval_losses: dict = {}
+    ckpt_every = int(hp_full["tacotron_checkpoint_interval"])
+    eval_every = int(hp_full["tacotron_eval_interval"])
+    summary_every = int(hp_full["tacotron_summary_interval"])
+    try:
+        for _ in range(total):
+            if stop.signal is not None:
+                break
+            t0 = time.perf_counter()
+            indices = sampler.batch(sampler.state_dict()["batches"])
+            entries = [train_set[i] for i in indices]
+            batch = _load_examples(entries, data_dir, hp_full, n_symbols)
+            lr = learning_rate(step, hp_full)
+            result = trainer.train_step(batch, lr, step_seed(seed, step))
+            result.learning_rate = lr
+            loss = float(result.losses["loss"])
+            if not result.applied or not math.isfinite(loss):
+                ids = ", ".join(utterance_id(e) for e in entries)
+                raise TrainingDivergedError(f"the loss is {loss} at step {step + 1} on the batch of utterances "
+                                            f"[{ids}]; the update was not applied (last checkpoint: "
+                                            f"{last_checkpoint or 'none'})")
+            sampler.load_state_dict({"batches": sampler.state_dict()["batches"] + 1})
+            step += 1
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            window.append(loss)
+            losses_seen.append(dict(result.losses))
+            if on_step is not None:
+                on_step(step, result)
+            progress.step(f"step {step:7d} [{sum(times) / len(times):.3f} s/step, loss={loss:.5f}, "
+                          f"avg_loss={sum(window) / len(window):.5f}, lr={lr:.3g}]")
+            if step % summary_every == 0:
+                scalars = {f"stats/{k}": float(v) for k, v in result.losses.items()}
+                scalars.update({"stats/learning_rate": lr, "stats/gradient_norm": result.grad_norm,
+                                "stats/steps_per_second": 1.0 / max(dt, 1e-9)})
+                events.add_scalars(step, scalars)
+            if step % eval_every == 0:
+                eval_losses = _evaluate(trainer, test_set, test_batches, data_dir, hp_full, n_symbols, step, seed,
+                                        run_dir, events, progress)
+            if step % ckpt_every == 0:
+                last_checkpoint = checkpoint(step)
+                progress.say(f"step {step}: checkpoint {os.path.basename(last_checkpoint)} (loss {loss:.5f})")
+        if last_checkpoint is None or not last_checkpoint.endswith(f"-{step:08d}{trainer.model_suffix}"):
+            last_checkpoint = checkpoint(step)
+            progress.say(f"step {step}: checkpoint {os.path.basename(last_checkpoint)}")
+    finally:
+        stop.restore()
+        events.close()
+    return TrainResult(step, losses_seen, last_checkpoint, stop.signal, eval_losses)
+
+
+def _from_source(backend_cls, source: str):
+    """``--from``: the trainer of a migrated file or a TF1 checkpoint (with its stored hparams), the global step to
+    continue from and, for a TF1 checkpoint holding them, the Adam slots."""
+    from ..migration.migrated_file import MigratedFileError, file_kind
+
+    kind = None
+    if os.path.isfile(source):
+        try:
+            kind = file_kind(source)
+        except MigratedFileError:
+            kind = None
+    if kind is not None:
+        return backend_cls.from_model_file(source, None), _migrated_step(source), None
+    trainer = backend_cls.from_tf1_checkpoint(source, None)
+    step, adam = _tf1_training_state(source, trainer)
+    return trainer, step, adam
+
+
+def _migrated_step(path: str) -> int:
+    """The global step of a migrated file written by a training run (its sidecar), else 0."""
+    for suffix in (".pt", ".weights.h5"):
+        if path.endswith(suffix):
+            sidecar = path[: -len(suffix)] + ".state.npz"
+            if os.path.exists(sidecar):
+                return int(read_state(sidecar)[0]["global_step"])
+    return 0
+
+
+def _tf1_training_state(path: str, trainer) -> tuple[int, tuple | None]:
+    """``global_step`` of a TF1 checkpoint and, when it holds Adam slots of every trainable variable, ``(updates,
+    slots)`` (the update count from ``beta1_power = beta1 ** (updates + 1)``)."""
+    from ..tf1_checkpoint_reader import TF1CheckpointReader
+
+    reader = TF1CheckpointReader(path)
+    shapes = reader.shapes()
+    step = 0
+    names = [n for n in shapes if n == "global_step" or n.endswith("/global_step")]
+    if names:
+        step = int(np.asarray(reader.read({"s": names[0]})["s"]).reshape(()))
+    scope = "Tacotron_model/inference/"
+    wanted = {}
+    for name in trainer.trainable_names():
+        for slot in ("Adam", "Adam_1"):
+            full = f"{scope}{name}/{slot}"
+            if full not in shapes:
+                return step, None
+            wanted[f"{name}/{slot}"] = full
+    powers = [n for n in shapes if n.endswith("beta1_power")]
+    if not powers:
+        return step, None
+    slots = reader.read(wanted, allow_nonfinite=False)
+    beta1_power = float(np.asarray(reader.read({"p": powers[0]})["p"]).reshape(()))
+    beta1 = trainer.hparams.tacotron_adam_beta1
+    updates = max(int(round(math.log(beta1_power) / math.log(beta1))) - 1, 0) if 0 < beta1 < 1 else step
+    return step, (updates, slots)
+
+
+def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, seed: int, framework: str) -> str:
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    stem = f"tacotron2-{step:08d}"
+    model_name, state_name = stem + trainer.model_suffix, stem + ".state.npz"
+    trainer.save_model(os.path.join(ckpt_dir, model_name))
+    updates, slots = trainer.optimizer_state()
+    write_state(os.path.join(ckpt_dir, state_name),
+                {"global_step": step, "sampler": sampler.state_dict(), "seed": seed, "framework": framework,
+                 "adam_updates": updates, "model": model_name,
+                 "rng": "dropout and zoneout re-seeded every step from (seed, global_step)"}, slots)
+    latest = os.path.join(ckpt_dir, "latest.json")
+    tmp = latest + ".partial"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"step": step, "model": model_name, "state": state_name}, f)
+    os.replace(tmp, latest)
+    kept = sorted(n for n in os.listdir(ckpt_dir) if n.startswith("tacotron2-") and n.endswith(".state.npz"))
+    for old in kept[:-KEEP_CHECKPOINTS]:
+        for name in (old, old.replace(".state.npz", trainer.model_suffix)):
+            try:
+                os.remove(os.path.join(ckpt_dir, name))
+            except OSError:
+                pass
+    return os.path.join(ckpt_dir, model_name)
+
+
+def _evaluate(trainer, test_set, test_batches, data_dir, hp_full, n_symbols, step, seed, run_dir, events,
+              progress) -> dict:
+    """Losses over every test batch (as the original's eval model), plots and a wav of the last batch's first
+    sentence; the scalars under the original's ``Tacotron_eval_model/eval_stats/`` tags."""
+    if not test_batches:
+        progress.say(f"step {step}: no test batch (the test split is empty): evaluation skipped")
+        return {}
+    sums: dict = {}
+    for i, indices in enumerate(test_batches):
+        entries = [test_set[j] for j in indices]
+        batch = _load_examples(entries, data_dir, hp_full, n_symbols)
+        losses, mel, alignment = trainer.evaluate(batch, step_seed(seed, step, 1 + i))
+        for k, v in losses.items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+        length = int(batch["targets_lengths"][0])
+        target = batch["mel_targets"][0, :length]
+    means = {k: v / len(test_batches) for k, v in sums.items()}
+    events.add_scalars(step, {f"Tacotron_eval_model/eval_stats/eval_{k}": v for k, v in means.items()})
+    title = f"Tacotron, step={step}, loss={means['loss']:.5f}"
+    _plot(run_dir, step, mel[:length], target, alignment, hp_full, title, progress)
+    _eval_wav(run_dir, step, mel[:length], hp_full, progress)
+    progress.say(f"step {step}: eval loss {means['loss']:.5f} over {len(test_batches)} test batch(es)")
+    return means
+
+
+def _plot(run_dir, step, mel, target, alignment, hp_full, title, progress) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress.say("matplotlib is not installed: no plots")
+        return
+    plots = os.path.join(run_dir, "plots")
+    os.makedirs(plots, exist_ok=True)
+    r = int(hp_full["outputs_per_step"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = max(1, math.ceil(len(mel) / r))
+    im = ax.imshow(alignment[:, :steps], aspect="auto", origin="lower", interpolation="none")
+    fig.colorbar(im, ax=ax)
+    ax.set_xlabel("decoder step")
+    ax.set_ylabel("encoder step")
+    ax.set_title(title)
+    fig.savefig(os.path.join(plots, f"step-{step}-align.png"))
+    plt.close(fig)
+    fig, axes = plt.subplots(2, 1, figsize=(8, 6))
+    for a, spec, name in ((axes[0], target, "target"), (axes[1], mel, "predicted")):
+        im = a.imshow(np.asarray(spec).T, aspect="auto", origin="lower", interpolation="none")
+        fig.colorbar(im, ax=a)
+        a.set_title(f"{name} mel spectrogram")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(os.path.join(plots, f"step-{step}-mel.png"))
+    plt.close(fig)
+
+
+def _eval_wav(run_dir, step, mel, hp_full, progress) -> None:
+    from .. import audio
+
+    try:
+        params = audio.audio_hparams(hp_full)
+        wav = audio.inv_mel_spectrogram(np.asarray(mel, np.float32), params, n_iter=EVAL_GRIFFIN_LIM_ITERS, seed=0)
+        wavs = os.path.join(run_dir, "wavs")
+        os.makedirs(wavs, exist_ok=True)
+        audio.save_wav(wav, os.path.join(wavs, f"step-{step}-eval.wav"), params.sample_rate)
+    except (ValueError, ImportError) as exc:  # e.g. mel sizes no audio front-end can invert
+        progress.say(f"step {step}: no eval wav ({type(exc).__name__}: {exc})")
+
+
+def preset_names() -> list[str]:
+    """The presets ``--hparams`` accepts."""
+    return sorted(TACOTRON2_PRESETS)

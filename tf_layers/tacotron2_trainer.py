@@ -1,0 +1,240 @@
+"""The original Tacotron-2 optimizer step for Keras: Adam (Keras 3's update is TF1's ``ApplyAdam``), the decayed
+learning rate, global-norm clipping and the loss of ``add_loss`` -- the Keras backend of ``speechblocks train`` and
+``speechblocks gta``."""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from speechblocks.tacotron2_hparams import Tacotron2HParams
+from speechblocks.training.checkpoint_files import write_keras_model_file
+from speechblocks.training.run import StepResult
+
+from .tacotron2 import Tacotron2
+from .tacotron2_loss import tacotron2_loss
+
+__all__ = ["Tacotron2Trainer", "clip_by_global_norm"]
+
+_INT_KEYS = ("inputs", "input_lengths", "targets_lengths")
+
+
+def clip_by_global_norm(tensors: list, clip_norm: float = 1.0) -> tuple[list, tf.Tensor]:
+    """``tf.clip_by_global_norm``: every tensor times ``clip_norm / max(global_norm, clip_norm)``; returns the clipped
+    tensors and the global norm before clipping (NaN/inf norms give NaN tensors)."""
+    return tf.clip_by_global_norm(tensors, clip_norm)
+
+
+def _signature(batch: Mapping[str, np.ndarray]) -> dict:
+    """Batch and time dimensions unknown (channels known): one trace serves every batch of the same structure."""
+    def shape(key, value):
+        dims = [None] * np.ndim(value)
+        if key in ("mel_targets", "speaker_embeddings", "linear_targets"):
+            dims[-1] = int(np.shape(value)[-1])
+        return dims
+
+    return {k: tf.TensorSpec(shape(k, v), tf.int32 if k in _INT_KEYS else tf.float32) for k, v in batch.items()}
+
+
+def _batch_tensors(batch: Mapping[str, np.ndarray]) -> dict:
+    return {k: tf.convert_to_tensor(np.ascontiguousarray(v), tf.int32 if k in _INT_KEYS else tf.float32)
+            for k, v in batch.items()}
+
+
+class Tacotron2Trainer:
+    """One Keras model and its optimizer, stepped as the original ``add_optimizer`` (the Keras backend of
+    :func:`speechblocks.training.run.train`).
+
+    Each :meth:`train_step` (one ``tf.function``, traced once: batch and time dimensions are left unknown): the model with
+    ``training=True`` on the batch (teacher forced), :func:`tacotron2_loss`, the gradients of every trainable
+    variable, ``tf.clip_by_global_norm(gradients, 1.0)`` when ``tacotron_clip_gradients``, one
+    ``keras.optimizers.Adam`` update (Keras 3's update is TF1's: epsilon added to ``sqrt(v)`` after the bias
+    correction folded into the step size) with the given learning rate. Before every step the state of every
+    ``SeedGenerator`` of the model is set from the step's seed, so the random draws are a function of it.
+
+    Args:
+        model (Tacotron2): the Keras model (trained in place).
+
+    Example:
+        >>> trainer = Tacotron2Trainer.new(resolve_hparams("rtvc"), seed=0)
+        >>> result = trainer.train_step(prepare_batch(examples, "rtvc"), learning_rate=1e-3, seed=1)
+    """
+
+    framework = "keras"
+    model_suffix = ".weights.h5"
+    #: run the steps eagerly instead of tracing them (no ~5 s trace per trainer; slower per step)
+    run_eagerly = False
+
+    def __init__(self, model: Tacotron2):
+        self.model = model
+        self.hparams: Tacotron2HParams = model.hparams
+        hp = self.hparams
+        specs = model._tf1_variables()
+        self._bindings = {k: v for k, v in specs.items() if v.variable.trainable}
+        self._variables = [v.variable for v in self._bindings.values()]
+        self._seed_states = [v for v in model.variables if v.path.endswith("seed_generator_state")]
+        self.optimizer = keras.optimizers.Adam(learning_rate=hp.tacotron_initial_learning_rate,
+                                               beta_1=hp.tacotron_adam_beta1, beta_2=hp.tacotron_adam_beta2,
+                                               epsilon=hp.tacotron_adam_epsilon)
+        self.optimizer.build(self._variables)
+        self._step_fn = None
+        self._grad_fn = None
+
+    # -- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def new(cls, hparams, seed: int = 0) -> Tacotron2Trainer:
+        """A freshly initialised model (TF1's initializers, drawn after ``keras.utils.set_random_seed(seed)``)."""
+        keras.utils.set_random_seed(int(seed))
+        return cls(Tacotron2(hparams, seed=int(seed)))
+
+    @classmethod
+    def from_model_file(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
+        """The model of a migrated ``.weights.h5`` file (e.g. a checkpoint of a run)."""
+        return cls(Tacotron2.from_migrated(path, hparams))
+
+    @classmethod
+    def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
+        """The model of a TF1 checkpoint (read in numpy)."""
+        return cls(Tacotron2.from_tf1_checkpoint(path, hparams))
+
+    @classmethod
+    def with_hparams(cls, trainer: Tacotron2Trainer, hparams: Tacotron2HParams) -> Tacotron2Trainer:
+        """A trainer of a model with other (size-compatible) hparams and the same weights (no optimizer state)."""
+        model = Tacotron2(hparams)
+        model.load_tf1_weights(trainer.model.tf1_weights())
+        return cls(model)
+
+    def trainable_names(self) -> list[str]:
+        """The TF1 names of the trainable variables (relative to ``Tacotron_model/inference/``)."""
+        return list(self._bindings)
+
+    # -- steps --------------------------------------------------------------------------------------------------
+    def _reseed(self, seed: int) -> None:
+        for i, state in enumerate(self._seed_states):
+            sub = np.random.SeedSequence([int(seed), i]).generate_state(1)[0]
+            state.assign(np.array([int(sub), 0], dtype=state.dtype))
+
+    def _gradients(self, b: dict):
+        with tf.GradientTape() as tape:
+            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"],
+                             training=True)
+            losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"],
+                                    b["targets_lengths"], b.get("linear_targets"))
+        grads = tape.gradient(losses["loss"], self._variables)
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for v, g in zip(self._variables, grads)]
+        if self.hparams.tacotron_clip_gradients:
+            grads, norm = tf.clip_by_global_norm(grads, 1.0)
+        else:
+            norm = tf.linalg.global_norm(grads)
+        return losses, grads, norm
+
+    def compute_gradients(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict, list, float]:
+        """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass, in
+        :meth:`trainable_names` order, and the global norm before clipping (numpy)."""
+        if self._grad_fn is None:
+            self._grad_fn = self._gradients if self.run_eagerly else \
+                tf.function(self._gradients, input_signature=[_signature(batch)])
+        self._reseed(seed)
+        losses, grads, norm = self._grad_fn(_batch_tensors(batch))
+        return ({k: float(v) for k, v in losses.items()}, [np.asarray(g) for g in grads], float(norm))
+
+    def _apply(self, b: dict, learning_rate):
+        losses, grads, norm = self._gradients(b)
+        finite = tf.math.is_finite(losses["loss"])
+
+        def update():
+            self.optimizer.learning_rate.assign(learning_rate)
+            self.optimizer.apply_gradients(zip(grads, self._variables))
+            return tf.constant(True)
+
+        applied = tf.cond(finite, update, lambda: tf.constant(False))
+        return losses, norm, applied
+
+    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int) -> StepResult:
+        """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
+        learning rate; the update is not applied when the loss is not finite."""
+        if self._step_fn is None:
+            self._step_fn = self._apply if self.run_eagerly else \
+                tf.function(self._apply, input_signature=[_signature(batch), tf.TensorSpec([], tf.float32)])
+        self._reseed(seed)
+        losses, norm, applied = self._step_fn(_batch_tensors(batch), tf.constant(learning_rate, tf.float32))
+        return StepResult({k: float(v) for k, v in losses.items()}, float(norm), bool(applied))
+
+    def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+        """The original eval model on a test batch: inference mode, teacher forced over every target frame, the loss
+        of ``add_loss`` with the stop logits recovered from the probabilities (clipped to ``[1e-7, 1 - 1e-7]``).
+
+        Returns:
+            (dict[str, float], numpy.ndarray, numpy.ndarray): the losses, the first example's ``mel_outputs``
+            ``(frames, num_mels)`` and ``alignments`` ``(T_in, steps)``.
+        """
+        b = _batch_tensors(batch)
+        self._reseed(seed)
+        steps = int(batch["mel_targets"].shape[1]) // self.hparams.outputs_per_step
+        out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"],
+                         max_iters=steps, training=False)
+        p = tf.clip_by_value(tf.cast(out["stop_token_prediction"], tf.float32), 1e-7, 1 - 1e-7)
+        out = dict(out, stop_token_prediction=tf.math.log(p) - tf.math.log1p(-p))
+        losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
+                                b.get("linear_targets"))
+        return ({k: float(v) for k, v in losses.items()}, np.asarray(out["mel_outputs"][0]),
+                np.asarray(out["alignments"][0]))
+
+    def teacher_forced(self, batch: Mapping[str, np.ndarray], max_iters: int | None, seed: int) -> np.ndarray:
+        """GTA: the model in inference mode teacher forced by ``mel_targets`` (``max_iters`` caps the steps;
+        ``None``: the hparam). Returns ``mel_outputs`` ``(B, steps * r, num_mels)``."""
+        b = _batch_tensors(batch)
+        self._reseed(seed)
+        out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"],
+                         max_iters=max_iters, training=False)
+        return np.asarray(out["mel_outputs"])
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def save_model(self, path: str | os.PathLike, source: str = "") -> None:
+        """Write the model as ``speechblocks migrate --to keras`` does (``Tacotron2.from_migrated`` of either
+        framework reads it)."""
+        write_keras_model_file(path, self.hparams, self.model.tf1_weights(), source)
+
+    def _slots(self, var):
+        index = self.optimizer._get_variable_index(var)
+        return self.optimizer._momentums[index], self.optimizer._velocities[index]
+
+    def optimizer_state(self) -> tuple[int, dict[str, np.ndarray]]:
+        """``(updates, slots)``: the update count and ``{"<TF1 name>/Adam": m, "<TF1 name>/Adam_1": v}`` in TF1
+        layout (empty before the first update)."""
+        updates = int(self.optimizer.iterations.numpy())
+        if updates == 0:
+            return 0, {}
+        slots = {}
+        for name, spec in self._bindings.items():
+            for slot, value in zip(("Adam", "Adam_1"), self._slots(spec.variable)):
+                array = np.array(value.numpy())
+                slots[f"{name}/{slot}"] = spec.to_tf1(array) if spec.to_tf1 is not None else array
+        return updates, slots
+
+    def load_optimizer_state(self, updates: int, slots: Mapping[str, np.ndarray]) -> None:
+        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name).
+
+        Raises:
+            ValueError: slots of some variables only, or of the wrong shape.
+        """
+        self.optimizer.iterations.assign(int(updates))
+        if not slots:
+            for spec in self._bindings.values():
+                for value in self._slots(spec.variable):
+                    value.assign(np.zeros(value.shape, np.float32))
+            return
+        missing = [n for n in self._bindings if f"{n}/Adam" not in slots or f"{n}/Adam_1" not in slots]
+        if missing:
+            raise ValueError(f"optimizer state: no Adam slots for {len(missing)} variable(s), e.g. {missing[0]!r}.")
+        for name, spec in self._bindings.items():
+            for slot, target in zip(("Adam", "Adam_1"), self._slots(spec.variable)):
+                value = np.asarray(slots[f"{name}/{slot}"], dtype=np.float32)
+                value = spec.from_tf1(value) if spec.from_tf1 is not None else value
+                if tuple(value.shape) != tuple(target.shape):
+                    raise ValueError(f"optimizer state: slot {name}/{slot} has shape {list(value.shape)}, the "
+                                     f"variable {list(target.shape)}.")
+                target.assign(value)

@@ -1,0 +1,290 @@
+"""The original Tacotron-2 optimizer step for PyTorch: TF1's Adam, the decayed learning rate, global-norm clipping
+and the loss of ``add_loss`` -- the torch backend of ``speechblocks train`` and ``speechblocks gta``."""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from speechblocks.tacotron2_hparams import Tacotron2HParams
+from speechblocks.tacotron2_schema import tf1_variable_shapes
+from speechblocks.training.checkpoint_files import atomic_path, torch_model_payload
+from speechblocks.training.run import StepResult
+
+from .tacotron2 import Tacotron2
+from .tacotron2_loss import tacotron2_loss
+
+__all__ = ["TF1Adam", "Tacotron2Trainer", "clip_by_global_norm"]
+
+
+class TF1Adam(torch.optim.Optimizer):
+    """TF1's ``tf.train.AdamOptimizer`` update (``ApplyAdam``), which differs from ``torch.optim.Adam`` in where
+    epsilon goes (TF1 adds it to ``sqrt(v)`` after the bias correction folded into the step size)::
+
+        t = updates + 1
+        lr_t = lr * sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        m += (g - m) * (1 - beta1);  v += (g * g - v) * (1 - beta2)
+        param -= lr_t * m / (sqrt(v) + epsilon)
+
+    Args:
+        params: the parameters (or parameter groups).
+        lr (float): the learning rate (set it before every step: ``param_groups[i]["lr"]``).
+        betas (tuple[float, float]): ``(beta1, beta2)``. (Default: ``(0.9, 0.999)``)
+        eps (float): epsilon. (Default: ``1e-8``; the originals use ``1e-6``)
+
+    The number of updates applied so far is :attr:`updates` (TF1 stores it as ``beta1_power = beta1 ** (updates +
+    1)``); the slots are ``state[p]["m"]`` and ``state[p]["v"]``.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+        self.updates = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Apply one update with the gradients in ``.grad`` (a parameter without one counts as a zero gradient,
+        as TF1 applies the update to every variable)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        t = self.updates + 1
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr_t = group["lr"] * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["m"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["v"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                g = p.grad if p.grad is not None else torch.zeros_like(p)
+                m, v = state["m"], state["v"]
+                m.add_((g - m) * (1.0 - beta1))
+                v.add_((g * g - v) * (1.0 - beta2))
+                p.sub_(lr_t * m / (v.sqrt() + group["eps"]))
+        self.updates = t
+        return loss
+
+    def state_dict(self):  # noqa: D102 -- torch's, plus the update count
+        out = super().state_dict()
+        out["updates"] = self.updates
+        return out
+
+    def load_state_dict(self, state_dict):  # noqa: D102
+        state_dict = dict(state_dict)
+        self.updates = int(state_dict.pop("updates", 0))
+        super().load_state_dict(state_dict)
+
+
+def clip_by_global_norm(tensors: list[Tensor], clip_norm: float = 1.0) -> tuple[list[Tensor], Tensor]:
+    """TF's ``tf.clip_by_global_norm``: every tensor times ``clip_norm / max(global_norm, clip_norm)``.
+
+    Args:
+        tensors (list[Tensor]): the gradients.
+        clip_norm (float): the largest global norm kept. (Default: 1.0, the originals')
+
+    Returns:
+        (list[Tensor], Tensor): the clipped tensors and the global norm before clipping (NaN or inf norms give
+        NaN tensors, as TF's).
+    """
+    norm = torch.sqrt(sum((t.float() ** 2).sum() for t in tensors))
+    scale = clip_norm * torch.minimum(1.0 / norm, torch.tensor(1.0 / clip_norm))
+    if not torch.isfinite(norm):
+        scale = torch.tensor(float("nan"))
+    return [t * scale.to(t.dtype) for t in tensors], norm
+
+
+def _batch_tensors(batch: Mapping[str, np.ndarray], device) -> dict[str, Tensor]:
+    out = {}
+    for k, v in batch.items():
+        t = torch.from_numpy(np.ascontiguousarray(v))
+        out[k] = (t.long() if k in ("inputs", "input_lengths", "targets_lengths") else t).to(device)
+    return out
+
+
+class Tacotron2Trainer:
+    """One model and its optimizer, stepped as the original ``add_optimizer`` (the torch backend of
+    :func:`speechblocks.training.run.train`).
+
+    Each :meth:`train_step`: the model in ``train()`` on the batch (teacher forced), :func:`tacotron2_loss`,
+    gradients of every trainable variable, ``clip_by_global_norm(gradients, 1.0)`` when
+    ``tacotron_clip_gradients``, one :class:`TF1Adam` update with the given learning rate. The step's random draws
+    (pre-net dropout, zoneout, conv dropout) come from ``torch.manual_seed(seed)``.
+
+    Args:
+        model (Tacotron2): the model (trained in place).
+        device (str or torch.device, optional): where it runs. (Default: ``"cpu"``)
+
+    Example:
+        >>> trainer = Tacotron2Trainer.new(resolve_hparams("rtvc"), seed=0)
+        >>> result = trainer.train_step(prepare_batch(examples, "rtvc"), learning_rate=1e-3, seed=1)
+        >>> result.losses["loss"], result.grad_norm
+    """
+
+    framework = "torch"
+    model_suffix = ".pt"
+
+    def __init__(self, model: Tacotron2, device: str | torch.device = "cpu"):
+        self.device = torch.device(device)
+        self.model = model.to(self.device).train()
+        self.hparams: Tacotron2HParams = model.hparams
+        self._bindings = model._tf1_trainable_bindings()
+        hp = self.hparams
+        self.optimizer = TF1Adam([b.tensor for b in self._bindings.values()], lr=hp.tacotron_initial_learning_rate,
+                                 betas=(hp.tacotron_adam_beta1, hp.tacotron_adam_beta2), eps=hp.tacotron_adam_epsilon)
+
+    # -- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def new(cls, hparams, seed: int = 0) -> Tacotron2Trainer:
+        """A freshly initialised model (TF1's initializers, drawn after ``torch.manual_seed(seed)``)."""
+        torch.manual_seed(int(seed))
+        return cls(Tacotron2(hparams))
+
+    @classmethod
+    def from_model_file(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
+        """The model of a migrated file (``.pt`` or ``.weights.h5``), e.g. a checkpoint of a run."""
+        return cls(Tacotron2.from_migrated(path, hparams))
+
+    @classmethod
+    def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
+        """The model of a TF1 checkpoint (read in numpy)."""
+        return cls(Tacotron2.from_tf1_checkpoint(path, hparams))
+
+    @classmethod
+    def with_hparams(cls, trainer: Tacotron2Trainer, hparams: Tacotron2HParams) -> Tacotron2Trainer:
+        """A trainer of a model with other (size-compatible) hparams and the same weights (no optimizer state)."""
+        model = Tacotron2(hparams)
+        model.load_state_dict(trainer.model.state_dict())
+        return cls(model, trainer.device)
+
+    def trainable_names(self) -> list[str]:
+        """The TF1 names of the trainable variables (relative to ``Tacotron_model/inference/``)."""
+        return list(self._bindings)
+
+    # -- steps --------------------------------------------------------------------------------------------------
+    def compute_gradients(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, Tensor], list, Tensor]:
+        """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass.
+
+        Returns:
+            (dict[str, Tensor], list[Tensor], Tensor): the losses, the gradients in :meth:`trainable_names` order,
+            the global norm before clipping.
+        """
+        b = _batch_tensors(batch, self.device)
+        self.model.train()
+        torch.manual_seed(int(seed))
+        params = [v.tensor for v in self._bindings.values()]
+        with torch.enable_grad():
+            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"])
+            losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
+                                    b.get("linear_targets"))
+            grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+        if self.hparams.tacotron_clip_gradients:
+            grads, norm = clip_by_global_norm(grads, 1.0)
+        else:
+            norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads))
+        return {k: v.detach() for k, v in losses.items()}, grads, norm
+
+    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int) -> StepResult:
+        """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
+        learning rate; the update is not applied when the loss is not finite."""
+        losses, grads, norm = self.compute_gradients(batch, seed)
+        values = {k: float(v) for k, v in losses.items()}
+        if not math.isfinite(values["loss"]):
+            return StepResult(values, float(norm), applied=False)
+        for v, g in zip(self._bindings.values(), grads):
+            v.tensor.grad = g
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(learning_rate)
+        self.optimizer.step()
+        for v in self._bindings.values():
+            v.tensor.grad = None
+        return StepResult(values, float(norm))
+
+    @torch.no_grad()
+    def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+        """The original eval model on a test batch: inference mode (moving statistics, no conv dropout,
+        deterministic zoneout), teacher forced over every target frame, the loss of ``add_loss`` with the stop
+        logits recovered from the probabilities (clipped to ``[1e-7, 1 - 1e-7]``).
+
+        Returns:
+            (dict[str, float], numpy.ndarray, numpy.ndarray): the losses, the first example's ``mel_outputs``
+            ``(frames, num_mels)`` and ``alignments`` ``(T_in, steps)``.
+        """
+        b = _batch_tensors(batch, self.device)
+        self.model.eval()
+        try:
+            torch.manual_seed(int(seed))
+            steps = b["mel_targets"].shape[1] // self.hparams.outputs_per_step
+            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], steps)
+            p = out["stop_token_prediction"].clamp(1e-7, 1 - 1e-7)
+            out = dict(out, stop_token_prediction=torch.log(p) - torch.log1p(-p))
+            losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
+                                    b.get("linear_targets"))
+        finally:
+            self.model.train()
+        return ({k: float(v) for k, v in losses.items()}, out["mel_outputs"][0].cpu().numpy(),
+                out["alignments"][0].cpu().numpy())
+
+    @torch.no_grad()
+    def teacher_forced(self, batch: Mapping[str, np.ndarray], max_iters: int | None, seed: int) -> np.ndarray:
+        """GTA: the model in ``eval()`` teacher forced by ``mel_targets`` (``max_iters`` caps the steps; ``None``:
+        the hparam). Returns ``mel_outputs`` ``(B, steps * r, num_mels)``."""
+        b = _batch_tensors(batch, self.device)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            torch.manual_seed(int(seed))
+            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], max_iters)
+        finally:
+            self.model.train(was_training)
+        return out["mel_outputs"].cpu().numpy()
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def save_model(self, path: str | os.PathLike, source: str = "") -> None:
+        """Write the model as ``speechblocks migrate --to torch`` does (``Tacotron2.from_migrated`` reads it)."""
+        state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        payload = torch_model_payload(self.hparams, state, tf1_variable_shapes(self.hparams), source)
+        with atomic_path(path) as tmp:
+            torch.save(payload, tmp)
+
+    def optimizer_state(self) -> tuple[int, dict[str, np.ndarray]]:
+        """``(updates, slots)``: the update count and ``{"<TF1 name>/Adam": m, "<TF1 name>/Adam_1": v}`` in TF1
+        layout (empty before the first update)."""
+        slots = {}
+        for name, var in self._bindings.items():
+            state = self.optimizer.state.get(var.tensor)
+            if not state:
+                continue
+            for slot, key in (("Adam", "m"), ("Adam_1", "v")):
+                value = state[key].detach().cpu().numpy().copy()
+                slots[f"{name}/{slot}"] = var.to_tf1(value) if var.to_tf1 is not None else value
+        return self.optimizer.updates, slots
+
+    def load_optimizer_state(self, updates: int, slots: Mapping[str, np.ndarray]) -> None:
+        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name).
+
+        Raises:
+            ValueError: slots of some variables only, or of the wrong shape.
+        """
+        self.optimizer.updates = int(updates)
+        self.optimizer.state.clear()
+        if not slots:
+            return
+        missing = [n for n in self._bindings if f"{n}/Adam" not in slots or f"{n}/Adam_1" not in slots]
+        if missing:
+            raise ValueError(f"optimizer state: no Adam slots for {len(missing)} variable(s), e.g. {missing[0]!r}.")
+        for name, var in self._bindings.items():
+            state = {}
+            for slot, key in (("Adam", "m"), ("Adam_1", "v")):
+                value = np.asarray(slots[f"{name}/{slot}"], dtype=np.float32)
+                value = var.from_tf1(value) if var.from_tf1 is not None else value
+                if tuple(value.shape) != tuple(var.tensor.shape):
+                    raise ValueError(f"optimizer state: slot {name}/{slot} has shape {list(value.shape)}, the "
+                                     f"variable {list(var.tensor.shape)}.")
+                state[key] = torch.from_numpy(np.ascontiguousarray(value)).to(var.tensor)
+            self.optimizer.state[var.tensor] = state

@@ -35,16 +35,17 @@ SMALL = {"embedding_dim": 128, "enc_conv_channels": 128, "encoder_lstm_units": 6
          "outputs_per_step": 3, "max_iters": 300}
 
 
-def sentences(n: int, held_out: int) -> tuple[list[str], list[str]]:
-    """``n`` training and ``held_out`` test sentences from the machine's license texts (4-20 words, plain
-    characters), deterministic."""
+def sentences(n: int, held_out: int, max_words: int = 12) -> tuple[list[str], list[str]]:
+    """``n`` training and ``held_out`` test sentences from the machine's license texts (4 to ``max_words`` words,
+    plain characters), deterministic."""
     text = " ".join(open(f, errors="ignore").read() for f in sorted(glob.glob("/usr/share/common-licenses/*"))
                     if os.path.isfile(f))
     text = re.sub(r"\s+", " ", text)
     out = []
     for s in re.split(r"(?<=[.;:!?])\s+", text):
-        parts = [s] if len(s.split()) <= 20 else re.split(r"(?<=,)\s+", s)
-        out += [p.strip() for p in parts if 4 <= len(p.split()) <= 20 and re.fullmatch(r"[A-Za-z ,.;:'()-]+", p)]
+        parts = [s] if len(s.split()) <= max_words else re.split(r"(?<=[,;])\s+", s)
+        out += [p.strip() for p in parts
+                if 4 <= len(p.split()) <= max_words and re.fullmatch(r"[A-Za-z ,.;:'()-]+", p)]
     out = list(dict.fromkeys(out))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(out))

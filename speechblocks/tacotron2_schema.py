@@ -286,8 +286,9 @@ class HParamsMismatchError(ValueError):
 
     def __init__(self, source: str, cause: str, problems: list[str]):
         self.source, self.cause, self.problems = source, cause, list(problems)
-        super().__init__(f"the hparams contradict {source}: {cause} ({len(self.problems)} mismatching variables; "
-                         "--debug lists them)")
+        listed = ("; ".join(self.problems) if len(self.problems) <= 2
+                  else f"{len(self.problems)} mismatching variables; --debug lists them")
+        super().__init__(f"the hparams contradict {source}: {cause} ({listed})")
 
     def details(self) -> str:
         """Every mismatch, one per line."""

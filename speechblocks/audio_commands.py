@@ -140,49 +140,36 @@ def npy_output_paths(out: str, stems: list[str], ext: str = ".npy", option: str 
     return [os.path.join(out, stem + ext) for stem in stems]
 
 
-def _commit(pending: list[tuple[str, str]]) -> None:
+def _write_all(items: list, paths: list[str], ext: str, write) -> None:
+    """``write(item, tmp_path)`` for every item into a temporary file beside its path, renamed once every write
+    succeeded (all or nothing: a failure removes the temporary files and leaves the paths untouched)."""
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+    pending: list[tuple[str, str]] = []
+    try:
+        for item, path in zip(items, paths):
+            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}{ext}"
+            write(item, tmp)
+            pending.append((tmp, path))
+    except BaseException:
+        for tmp, _ in pending:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        raise
     for tmp, path in pending:
         os.replace(tmp, path)
-
-
-def _abandon(pending: list[tuple[str, str]]) -> None:
-    for tmp, _ in pending:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_wavs(wavs: list[np.ndarray], paths: list[str], sample_rate: int) -> None:
     """Writes every wav (the original's peak-normalised int16) through temporary files: all or nothing."""
     from .audio import save_wav
 
-    if len(paths) > 1:
-        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
-    pending: list[tuple[str, str]] = []
-    try:
-        for wav, path in zip(wavs, paths):
-            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}.wav"
-            save_wav(wav, tmp, sample_rate)
-            pending.append((tmp, path))
-    except BaseException:
-        _abandon(pending)
-        raise
-    _commit(pending)
+    _write_all(wavs, paths, ".wav", lambda wav, tmp: save_wav(wav, tmp, sample_rate))
 
 
 def write_arrays(arrays: list[np.ndarray], paths: list[str]) -> None:
-    """Writes every array as ``.npy`` through temporary files: all or nothing."""
-    if len(paths) > 1:
-        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
-    pending: list[tuple[str, str]] = []
-    try:
-        for a, path in zip(arrays, paths):
-            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}.npy"
-            np.save(tmp, np.asarray(a, np.float32))
-            pending.append((tmp, path))
-    except BaseException:
-        _abandon(pending)
-        raise
-    _commit(pending)
+    """Writes every array as float32 ``.npy`` through temporary files: all or nothing."""
+    _write_all(arrays, paths, ".npy", lambda a, tmp: np.save(tmp, np.asarray(a, np.float32)))
 
 
 def default_encoder_path() -> str | None:

@@ -29,10 +29,10 @@ import time
 
 import numpy as np
 
-#: a small model (the preset's other hparams, loss and schedule unchanged)
+#: a small model (the preset's other hparams, loss and schedule unchanged); scalars every 100 steps
 SMALL = {"embedding_dim": 128, "enc_conv_channels": 128, "encoder_lstm_units": 64, "attention_dim": 64,
          "attention_filters": 16, "prenet_layers": [128, 128], "decoder_lstm_units": 256, "postnet_channels": 128,
-         "outputs_per_step": 3, "max_iters": 300}
+         "outputs_per_step": 3, "max_iters": 300, "tacotron_summary_interval": 100}
 
 
 def sentences(n: int, held_out: int, max_words: int = 12) -> tuple[list[str], list[str]]:
@@ -142,6 +142,9 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=30.0, help="training budget (wall clock)")
     p.add_argument("--chunk", type=int, default=300, help="steps between evaluations")
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-words", type=int, default=12, help="longest training sentence")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an hparam of the small model (VALUE as JSON), e.g. --set outputs_per_step=5")
     p.add_argument("--out", default="train-demo")
     args = p.parse_args(argv)
     if shutil.which("flite") is None:
@@ -149,7 +152,7 @@ def main(argv=None) -> int:
     from speechblocks.cli import main as cli
 
     t_all = time.perf_counter()
-    train_texts, held_out = sentences(args.sentences, args.held_out)
+    train_texts, held_out = sentences(args.sentences, args.held_out, args.max_words)
     corpus, data, run = (os.path.join(args.out, d) for d in ("corpus", "data", "run"))
     seconds = make_corpus(corpus, train_texts)
     print(f"corpus: {len(train_texts)} flite sentences, {seconds / 60:.1f} min of audio "
@@ -162,7 +165,7 @@ def main(argv=None) -> int:
     embeds = sorted(glob.glob(os.path.join(data, "embeds", "*.npy")))
     embedding = np.mean([np.load(e) for e in embeds[:20]], 0)
     embedding = (embedding / np.linalg.norm(embedding)).astype(np.float32)
-    sets = [f"{k}={json.dumps(v)}" for k, v in SMALL.items()]
+    sets = [f"{k}={json.dumps(v)}" for k, v in SMALL.items()] + list(args.set)
     history = []
     t_train = time.perf_counter()
     while time.perf_counter() - t_train < args.minutes * 60:
@@ -182,7 +185,7 @@ def main(argv=None) -> int:
     final = evaluate(run, held_out, embedding, out=os.path.join(args.out, "samples"))
     final["minutes"] = (time.perf_counter() - t_train) / 60
     summary = {"sentences": len(train_texts), "audio_minutes": seconds / 60, "batch_size": args.batch_size,
-               "chunk": args.chunk, "model": SMALL, "history": history, "final": final,
+               "chunk": args.chunk, "model": SMALL, "set": args.set, "history": history, "final": final,
                "aligned": final["focus"] >= 0.5 and final["monotonicity"] >= 0.9,
                "total_minutes": (time.perf_counter() - t_all) / 60}
     with open(os.path.join(args.out, "summary.json"), "w") as f:

@@ -395,6 +395,8 @@ def _cmd_griffin_lim(args) -> int:
 
 
 def _cmd_embed(args) -> int:
+    if args.encoder is None and len(args.wav) > 1 and args.wav[0].endswith((".pt", ".pth", ".ckpt")):
+        args.encoder, args.wav = args.wav[0], args.wav[1:]  # `speechblocks embed ENCODER.pt REF.wav ...`
     for p in args.wav:
         if not os.path.isfile(p):
             raise UsageError(f"{p!r} does not exist")
@@ -501,7 +503,7 @@ _EXAMPLES = {
   speechblocks gta data runs/rtvc gta_out --batch-size 16        # a RUN folder: its last checkpoint
   speechblocks gta data taco_pretrained gta_out --framework keras --max-iters 1000""",
     "embed": """examples:
-  speechblocks embed --encoder encoder.pt me.wav --out me.npy
+  speechblocks embed encoder.pt me.wav --out me.npy    # or --encoder encoder.pt
   speechblocks embed refs/*.wav --out embeds/           # resemblyzer's weights fetched by make install""",
     "preprocess": """examples:
   speechblocks preprocess LJSpeech-1.1 training_data --hparams rayhane
@@ -644,7 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
               "The speaker embedding of each recording as the RTVC encoder computes it (16 kHz, volume "
               "normalisation, long silences trimmed, partial windows of 1.6 s averaged, L2-normalised), written "
               "as a .npy of shape [256].")
-    pe.add_argument("wav", nargs="+", help="audio files (wav, flac, ogg)")
+    pe.add_argument("wav", nargs="+", metavar="[ENCODER.pt] WAV",
+                    help="audio files (wav, flac, ogg), optionally after the encoder's weights file")
     pe.add_argument("--encoder", metavar="ENCODER.pt",
                     help="GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
                          "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")

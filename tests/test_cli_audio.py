@@ -75,6 +75,9 @@ def test_embed_equals_the_encoder(files, tmp_path, capsys):
     want = torch_layers.SpeakerEncoder.from_checkpoint(files["encoder"]).eval().embed_wav(files["ref"])
     np.testing.assert_allclose(np.load(out), want, atol=1e-6)
     assert abs(np.linalg.norm(np.load(out)) - 1) < 1e-5 and "256 values" in capsys.readouterr().out
+    # the encoder as the first positional argument, as `speechblocks embed ENCODER.pt REF.wav ...`
+    assert main(["embed", files["encoder"], files["ref"], "--out", str(tmp_path / "f.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "f.npy"), np.load(out))
 
 
 def test_synthesize_with_a_speaker_wav_and_a_wav_out(files, tmp_path, capsys):

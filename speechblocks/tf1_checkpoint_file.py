@@ -35,7 +35,7 @@ from .crc32c import Crc32c, crc32c, unmask
 
 __all__ = ["CheckpointError", "CheckpointNotFoundError", "NonFiniteWeightsError", "NonFiniteWeightsWarning",
            "CheckpointDtypeWarning", "TensorEntry", "CheckpointFiles", "resolve_checkpoint",
-           "open_checkpoint_files", "DTYPES", "FLOAT_DTYPES"]
+           "open_checkpoint_files", "DTYPES", "FLOAT_DTYPES", "decoded_dtype"]
 
 _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER = 48
@@ -54,9 +54,8 @@ DTYPES = {1: ("float32", 4), 2: ("float64", 8), 3: ("int32", 4), 4: ("uint8", 1)
 #: floating dtypes whose values are checked for NaN/inf (numpy dtype, or None for bfloat16: tested on its bits)
 FLOAT_DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<f8"), 19: np.dtype("<f2"), 14: None}
 _STRING = 7
-#: the quantized dtypes (no numpy equivalent with their meaning)
-_QUANTIZED = {11, 12, 13, 15, 16}
-#: DataType code -> numpy dtype name of the bytes (bfloat16 and strings are decoded apart)
+#: DataType code -> numpy dtype name of the bytes (bfloat16 and strings are decoded apart; the quantized dtypes
+#: have no numpy equivalent with their meaning)
 _NUMPY = {1: "f4", 2: "f8", 3: "i4", 4: "u1", 5: "i2", 6: "i1", 8: "c8", 9: "i8", 10: "?", 17: "u2", 18: "c16",
           19: "f2", 22: "u4", 23: "u8"}
 
@@ -425,34 +424,53 @@ class CheckpointFiles:
         return out
 
     def _verify_one(self, e: TensorEntry) -> int:
-        path = self.shards[e.shard]
         if e.sliced or DTYPES[e.dtype][1] is None and e.dtype != _STRING:
             return 0  # slice/variant/resource entries: range-checked only
-        with open(path, "rb") as f:
+        if e.dtype == _STRING:
+            return self._check_bytes(e, self._read_bytes(e))
+        path = self.shards[e.shard]
+        crc, nonfinite, left = Crc32c(), 0, e.size
+        float_dtype = FLOAT_DTYPES.get(e.dtype, False)
+        with open(path, "rb") as f:  # in chunks: bounded memory for tensors that are only checked
             f.seek(e.offset)
-            if e.dtype == _STRING:
-                computed = self._string_crc(f, e, path)
-                nonfinite = 0
-            else:
-                crc, nonfinite, left = Crc32c(), 0, e.size
-                float_dtype = FLOAT_DTYPES.get(e.dtype, False)
-                while left:
-                    chunk = f.read(min(CHUNK_BYTES, left))
-                    if not chunk:
-                        raise self.error(f"data file {path!r} ends inside tensor {e.name!r}: truncated")
-                    left -= len(chunk)
-                    crc.update(chunk)
-                    if float_dtype is not False:
-                        nonfinite += _count_nonfinite(chunk, float_dtype)
-                computed = crc.value
-        if computed != e.crc32c:
-            raise self.error(f"tensor {e.name!r} fails its CRC-32C check in data file {path!r} (bytes "
-                             f"[{e.offset}, {e.offset + e.size}), stored {e.crc32c:#010x}, computed {computed:#010x}): "
-                             "the data file is corrupted")
+            while left:
+                chunk = f.read(min(CHUNK_BYTES, left))
+                if not chunk:
+                    raise self.error(f"data file {path!r} ends inside tensor {e.name!r}: truncated")
+                left -= len(chunk)
+                crc.update(chunk)
+                if float_dtype is not False:
+                    nonfinite += _count_nonfinite(chunk, float_dtype)
+        self._check_crc(e, crc.value)
         return nonfinite
 
+    def _read_bytes(self, e: TensorEntry) -> bytes:
+        path = self.shards[e.shard]
+        with open(path, "rb") as f:
+            f.seek(e.offset)
+            data = f.read(e.size)
+        if len(data) != e.size:
+            raise self.error(f"data file {path!r} ends inside tensor {e.name!r}: truncated")
+        return data
+
+    def _check_bytes(self, e: TensorEntry, data: bytes) -> int:
+        """Checks the CRC-32C of a tensor's whole bytes; returns its number of NaN/inf values."""
+        if e.dtype == _STRING:
+            self._check_crc(e, self._strings(e, data)[0])
+            return 0
+        self._check_crc(e, crc32c(data))
+        float_dtype = FLOAT_DTYPES.get(e.dtype, False)
+        return 0 if float_dtype is False else _count_nonfinite(data, float_dtype)
+
+    def _check_crc(self, e: TensorEntry, computed: int) -> None:
+        if computed != e.crc32c:
+            raise self.error(f"tensor {e.name!r} fails its CRC-32C check in data file {self.shards[e.shard]!r} "
+                             f"(bytes [{e.offset}, {e.offset + e.size}), stored {e.crc32c:#010x}, computed "
+                             f"{computed:#010x}): the data file is corrupted")
+
     def read_array(self, name: str) -> np.ndarray:
-        """The tensor ``name`` decoded from its bytes in numpy, after :meth:`verify` checked them.
+        """The tensor ``name`` decoded from its bytes in numpy; the bytes are read once and their CRC-32C checked
+        (and their NaN/inf counted, as :meth:`verify`) unless :meth:`verify` already did.
 
         Numeric dtypes come back as the little-endian numpy dtype of the same name (bfloat16 as float32: its 16
         bits are the upper half of a float32, so the widening is exact); strings as an ``object`` array of
@@ -461,52 +479,34 @@ class CheckpointFiles:
         Raises:
             CheckpointError: an unknown name, a failed checksum, or a dtype that cannot be decoded.
         """
-        self.verify([name])
-        e = self.entries[name]
-        code = e.dtype
+        e = self.entries.get(name)
+        if e is None:
+            raise self.error(f"has no tensor {name!r}")
         if e.sliced:
             raise self.error(f"tensor {name!r} is a partitioned variable (saved in slices): not supported")
-        if code == _STRING:
-            return self._read_strings(e)
-        if DTYPES[code][1] is None or code in _QUANTIZED:
+        if decoded_dtype(e.dtype) == np.dtype(object) and e.dtype != _STRING:
             raise self.error(f"tensor {name!r} has dtype {e.dtype_name}, which cannot be read as an array")
-        with open(self.shards[e.shard], "rb") as f:
-            f.seek(e.offset)
-            data = f.read(e.size)
-        if len(data) != e.size:  # pragma: no cover - verify() read the same range
-            raise self.error(f"data file {self.shards[e.shard]!r} ends inside tensor {name!r}: truncated")
-        if code == 14:  # bfloat16 -> float32, exactly
+        data = self._read_bytes(e)
+        if name not in self._checked:
+            self._checked[name] = self._check_bytes(e, data)
+        if e.dtype == _STRING:
+            values = self._strings(e, data)[1]
+            out = np.empty(len(values), dtype=object)
+            out[:] = values
+            return out.reshape(e.shape)
+        if e.dtype == 14:  # bfloat16 -> float32, exactly
             bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
             return bits.view(np.float32).reshape(e.shape)
-        dtype = np.dtype(_NUMPY[code]).newbyteorder("<")
+        dtype = np.dtype(_NUMPY[e.dtype]).newbyteorder("<")
         return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="), copy=True).reshape(e.shape)
 
-    def _read_strings(self, e: TensorEntry) -> np.ndarray:
-        n = int(np.prod(e.shape, dtype=np.int64)) if e.shape else 1
-        with open(self.shards[e.shard], "rb") as f:
-            f.seek(e.offset)
-            data = f.read(e.size)
-        pos, lengths = 0, []
-        for _ in range(n if e.size else 0):
-            length, pos = _varint(data, pos, len(data))
-            lengths.append(length)
-        pos += 4 if e.size else 0  # the lengths' checksum
-        out = np.empty(n, dtype=object)
-        for i in range(n):
-            length = lengths[i] if lengths else 0
-            out[i] = bytes(data[pos:pos + length])
-            pos += length
-        return out.reshape(e.shape)
-
-    def _string_crc(self, f, e: TensorEntry, path: str) -> int:
-        """TensorFlow's checksum of a string tensor: its lengths (as uint32, or uint64 when larger), the stored
-        length checksum, then the bytes."""
+    def _strings(self, e: TensorEntry, data: bytes) -> tuple[int, list[bytes]]:
+        """``(TensorFlow's checksum, the values)`` of a string tensor's bytes: varint lengths, the lengths'
+        checksum (4 bytes), then the bytes. The checksum covers each length (as uint32, or uint64 when larger),
+        the stored length checksum, then the bytes."""
         n = int(np.prod(e.shape, dtype=np.int64)) if e.shape else 1
         if e.size == 0:
-            return e.crc32c
-        data = f.read(e.size)
-        if len(data) != e.size:
-            raise self.error(f"data file {path!r} ends inside tensor {e.name!r}: truncated")
+            return e.crc32c, [b""] * n
         try:
             pos, lengths, crc = 0, [], 0
             for _ in range(n):
@@ -517,9 +517,23 @@ class CheckpointFiles:
             pos += 4
             if pos + sum(lengths) != e.size:
                 raise _Corrupt("the string lengths do not add up to the entry's size")
-            return crc32c(data[pos:], crc)
         except _Corrupt as err:
-            raise self.error(f"string tensor {e.name!r} in data file {path!r} is corrupted ({err})") from None
+            raise self.error(f"string tensor {e.name!r} in data file {self.shards[e.shard]!r} is corrupted "
+                             f"({err})") from None
+        crc = crc32c(data[pos:], crc)
+        values = []
+        for length in lengths:
+            values.append(bytes(data[pos:pos + length]))
+            pos += length
+        return crc, values
+
+
+def decoded_dtype(code: int) -> np.dtype:
+    """The numpy dtype :meth:`CheckpointFiles.read_array` returns for a TensorFlow DataType code: the dtype of
+    the same name, float32 for bfloat16, ``object`` for strings and for what cannot be decoded."""
+    if code == 14:
+        return np.dtype(np.float32)
+    return np.dtype(_NUMPY[code]) if code in _NUMPY else np.dtype(object)
 
 
 def _count_nonfinite(chunk: bytes, dtype) -> int:

@@ -29,6 +29,7 @@ from .tf1_checkpoint_file import (
     CheckpointFiles,
     NonFiniteWeightsError,
     NonFiniteWeightsWarning,
+    decoded_dtype,
     open_checkpoint_files,
 )
 
@@ -38,8 +39,7 @@ __all__ = ["TF1CheckpointReader", "ALLOW_NONFINITE_HELP"]
 ALLOW_NONFINITE_HELP = ("variables holding NaN or inf are refused (exit 2); with this option they are loaded and "
                         "a warning names them")
 _CAST = {2: "float64", 19: "float16", 14: "bfloat16"}
-_NUMPY_NAMES = {"float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64", "bool", "bfloat16",
-                "uint16", "complex128", "float16", "uint32", "uint64"}
+
 
 
 def _listing(names: list[str], limit: int = 3) -> str:
@@ -75,14 +75,7 @@ class TF1CheckpointReader:
     def dtypes(self) -> dict[str, np.dtype]:
         """``{variable name: numpy dtype}`` (``object`` for strings and other non-numpy dtypes; bfloat16 as
         ``float32``, how :meth:`read` returns it)."""
-        out = {}
-        for n, e in self.files.entries.items():
-            if n.startswith("\x00"):
-                continue
-            name = e.dtype_name
-            out[n] = np.dtype(np.float32 if name == "bfloat16" else name) \
-                if name in _NUMPY_NAMES else np.dtype(object)
-        return out
+        return {n: decoded_dtype(e.dtype) for n, e in self.files.entries.items() if not n.startswith("\x00")}
 
     def check(self, names: Iterable[str], allow_nonfinite: bool = False) -> None:
         """Verifies the checksums of ``names``' bytes and applies the NaN/inf policy (module docstring).
@@ -128,10 +121,13 @@ class TF1CheckpointReader:
             if bad:
                 raise self._error(f"variable {bad[0]!r} has dtype {entries[bad[0]].dtype_name}; model weights must "
                                   f"be floating point ({len(bad)} such variable(s))")
+        # each tensor's bytes are read once: read_array checks their CRC and counts NaN/inf; the policy then
+        # applies to those counts (check() reads nothing again) before anything is returned
+        arrays = {key: self.files.read_array(name) for key, name in mapping.items()}
         self.check(mapping.values(), allow_nonfinite)
         out, cast, overflow = {}, [], []
         for key, name in mapping.items():
-            value = self.files.read_array(name)
+            value = arrays.pop(key)
             code = entries[name].dtype
             if code in _CAST:
                 wide = value

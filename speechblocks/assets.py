@@ -16,6 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from .atomic_files import atomic_path
+
 __all__ = ["GE2E_WHEEL", "GE2E_MEMBER", "GE2E_SHA256", "fetch_ge2e_weights"]
 
 GE2E_WHEEL = "resemblyzer==0.1.4"
@@ -54,14 +56,10 @@ def fetch_ge2e_weights(dest: str | os.PathLike) -> Path:
         wheels = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
             raise RuntimeError(f"could not download {GE2E_WHEEL}: {proc.stderr.strip()[-500:]}")
-        with zipfile.ZipFile(wheels[0]) as zf, tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as out:
-            out.write(zf.read(GE2E_MEMBER))
-        part = Path(out.name)
-        if _sha256(part) != GE2E_SHA256:
-            part.unlink()
-            raise RuntimeError(f"{GE2E_MEMBER} of {GE2E_WHEEL} does not have the expected SHA-256")
-        part.chmod(0o644)
-        os.replace(part, dest)
+        with zipfile.ZipFile(wheels[0]) as zf, atomic_path(dest) as part:  # a wrong file is removed, not renamed
+            Path(part).write_bytes(zf.read(GE2E_MEMBER))
+            if _sha256(Path(part)) != GE2E_SHA256:
+                raise RuntimeError(f"{GE2E_MEMBER} of {GE2E_WHEEL} does not have the expected SHA-256")
     return dest
 
 

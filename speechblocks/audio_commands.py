@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .atomic_files import write_all
 from .errors import UsageError
 
 __all__ = ["GL_FRAMEWORKS", "audio_hparams_for", "model_audio_hparams", "read_spectrogram", "griffin_lim_wavs",
@@ -140,36 +141,24 @@ def npy_output_paths(out: str, stems: list[str], ext: str = ".npy", option: str 
     return [os.path.join(out, stem + ext) for stem in stems]
 
 
-def _write_all(items: list, paths: list[str], ext: str, write) -> None:
-    """``write(item, tmp_path)`` for every item into a temporary file beside its path, renamed once every write
-    succeeded (all or nothing: a failure removes the temporary files and leaves the paths untouched)."""
-    if len(paths) > 1:
-        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
-    pending: list[tuple[str, str]] = []
-    try:
-        for item, path in zip(items, paths):
-            tmp = f"{os.path.splitext(path)[0]}.partial-{os.getpid()}{ext}"
-            write(item, tmp)
-            pending.append((tmp, path))
-    except BaseException:
-        for tmp, _ in pending:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        raise
-    for tmp, path in pending:
-        os.replace(tmp, path)
-
-
 def write_wavs(wavs: list[np.ndarray], paths: list[str], sample_rate: int) -> None:
     """Writes every wav (the original's peak-normalised int16) through temporary files: all or nothing."""
     from .audio import save_wav
 
-    _write_all(wavs, paths, ".wav", lambda wav, tmp: save_wav(wav, tmp, sample_rate))
+    _make_directory(paths)
+    write_all([(path, lambda tmp, wav=wav: save_wav(wav, tmp, sample_rate)) for wav, path in zip(wavs, paths)])
 
 
 def write_arrays(arrays: list[np.ndarray], paths: list[str]) -> None:
     """Writes every array as float32 ``.npy`` through temporary files: all or nothing."""
-    _write_all(arrays, paths, ".npy", lambda a, tmp: np.save(tmp, np.asarray(a, np.float32)))
+    _make_directory(paths)
+    write_all([(path, lambda tmp, a=a: np.save(tmp, np.asarray(a, np.float32))) for a, path in zip(arrays, paths)])
+
+
+def _make_directory(paths: list[str]) -> None:
+    """Several outputs go to a directory the path checks allowed to be created (its parent exists)."""
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
 
 
 def default_encoder_path() -> str | None:

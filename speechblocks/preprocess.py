@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .atomic_files import atomic_path
 from .errors import UsageError
 
 __all__ = ["REASONS", "Utterance", "Summary", "read_corpus", "preprocess", "train_line"]
@@ -265,15 +266,8 @@ def train_line(fields: Sequence) -> str:
 
 
 def _save(path: str, array: np.ndarray) -> None:
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(path, suffix=".npy") as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def _existing(u: Utterance, paths: dict, hp, rtvc: bool) -> tuple[int, int] | None:
@@ -484,10 +478,8 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
         summary.reused += bool(result[2])
         summary.samples += fields[3]
         summary.frames += fields[4]
-    tmp = summary.train_txt + f".{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(summary.train_txt) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.writelines(lines)
-    os.replace(tmp, summary.train_txt)
     return summary
 
 

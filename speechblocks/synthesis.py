@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from .atomic_files import write_all
 from .errors import UsageError
 
 __all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "plot_paths", "require_matplotlib",
@@ -276,21 +277,7 @@ def write_outputs(results: list[SynthesisResult], paths: list[str], plots: list[
     """Writes each mel as ``.npy`` (and each picture) through temporary files renamed at the end: all or nothing."""
     if len(paths) > 1:
         os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
-    pending: list[tuple[str, str]] = []
-    try:
-        for res, path in zip(results, paths):
-            tmp = f"{path}.partial-{os.getpid()}.npy"
-            np.save(tmp, np.asarray(res.mel, np.float32))
-            pending.append((tmp, path))
-        for res, path in zip(results, plots or ()):
-            root, ext = os.path.splitext(path)
-            tmp = f"{root}.partial-{os.getpid()}{ext}"
-            _plot(tmp, res)
-            pending.append((tmp, path))
-    except BaseException:
-        for tmp, _ in pending:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        raise
-    for tmp, path in pending:
-        os.replace(tmp, path)
+    jobs = [(path, lambda tmp, r=res: np.save(tmp, np.asarray(r.mel, np.float32)))
+            for res, path in zip(results, paths)]
+    jobs += [(path, lambda tmp, r=res: _plot(tmp, r)) for res, path in zip(results, plots or ())]
+    write_all(jobs)

@@ -10,9 +10,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from speechblocks.atomic_files import atomic_path
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
-from speechblocks.training.checkpoint_files import atomic_path, torch_model_payload
+from speechblocks.training.checkpoint_files import torch_model_payload
 from speechblocks.training.run import StepResult
 
 from .tacotron2 import Tacotron2

@@ -19,10 +19,10 @@ order of each preset is :func:`speechblocks.audio.recording_features`'s.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 
+from ..atomic_files import atomic_path
 from .params import as_audio_hparams
 
 __all__ = ["load_wav", "save_wav", "rescale", "trim_silence", "preemphasis", "inv_preemphasis"]
@@ -83,17 +83,6 @@ def load_wav(path, hparams="rtvc") -> np.ndarray:
     return wav
 
 
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
-
-
 def save_wav(wav, path, sample_rate: int) -> None:
     """Writes a waveform as the originals' ``save_wav``: 16-bit PCM scaled by ``32767 / max(0.01, max|wav|)``.
 
@@ -121,16 +110,8 @@ def save_wav(wav, path, sample_rate: int) -> None:
     from scipy.io import wavfile
 
     pcm = (w * (32767 / max(0.01, float(np.max(np.abs(w)))))).astype(np.int16)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(p) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            wavfile.write(f, int(sample_rate), pcm)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(p, suffix=".wav") as tmp, open(tmp, "wb") as f:
+        wavfile.write(f, int(sample_rate), pcm)
 
 
 def rescale(wav, rescaling_max: float) -> np.ndarray:

@@ -32,17 +32,16 @@ Both are written to a temporary file in the output's directory and moved into pl
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from ..atomic_files import atomic_path
 from ..state_dict import one_line
 from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, HParamsMismatchError, checkpoint_hparams, model_block
 from .inventory import CheckpointInventory, inspect_checkpoint
@@ -127,36 +126,6 @@ class MigrationReport:
         lines.append(f"  optimizer variables skipped: {self.optimizer_variables}")
         lines.append(f"  total time {self.seconds:.1f} s")
         return "\n".join(lines)
-
-
-# -- atomic output -------------------------------------------------------------------------------
-@contextlib.contextmanager
-def atomic_output(out: str, protected: list[str] = ()):
-    """Yields a temporary path in ``out``'s directory; on success it replaces ``out`` (``os.replace``),
-    on any failure it is removed. Refuses to overwrite a ``protected`` file (the input checkpoint)."""
-    out = os.path.abspath(os.fspath(out))
-    directory = os.path.dirname(out)
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"output directory {directory!r} does not exist")
-    if os.path.isdir(out):
-        raise IsADirectoryError(f"output {out!r} is a directory; give a file name")
-    real = os.path.realpath(out)
-    if os.path.exists(real) and any(os.path.exists(p) and os.path.samefile(real, p) for p in protected):
-        raise ValueError(f"output {out!r} is a file of the input checkpoint; refusing to overwrite it")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(out) + ".", suffix=".partial")
-    os.close(fd)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
 
 
 def _checkpoint_files(prefix: str) -> list[str]:
@@ -389,7 +358,8 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
     if dry_run:
         run(None)
     else:
-        with atomic_output(out, _checkpoint_files(inv.checkpoint)) as tmp:
+        with atomic_path(out, protected=_checkpoint_files(inv.checkpoint), protected_name="input checkpoint",
+                         fsync=True) as tmp:
             writer = (_KerasWriter if to == "keras" else _TorchWriter)(tmp, entries, inv)
             try:
                 run(writer)
@@ -436,7 +406,8 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
         if inv.use_ema:
             reports[-1].notes.append(f"{b.ema_used} of {len(b.variables)} variables from EMA shadows")
     if not dry_run:
-        with atomic_output(out, _checkpoint_files(inv.checkpoint)) as tmp:
+        with atomic_path(out, protected=_checkpoint_files(inv.checkpoint), protected_name="input checkpoint",
+                         fsync=True) as tmp:
             if to == "keras":
                 writer = _KerasWriter(tmp, entries, inv)
                 try:

@@ -14,14 +14,13 @@ Every file is written to a temporary name in its directory and moved into place 
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 
+from ..atomic_files import atomic_path
 from ..migration.migrated_file import (
     FORMAT_VERSION,
     KERAS_FORMAT,
@@ -33,27 +32,11 @@ from ..migration.migrated_file import (
 from ..migration.schema import BLOCK_KINDS, ConfigInferenceError
 from ..tacotron2_hparams import Tacotron2HParams
 
-__all__ = ["STATE_FORMAT", "atomic_path", "model_block_table", "read_state", "torch_model_payload",
+__all__ = ["STATE_FORMAT", "model_block_table", "read_state", "torch_model_payload",
            "write_keras_model_file", "write_state"]
 
 STATE_FORMAT = "speechblocks.train.state"
 STATE_VERSION = 1
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = ""):
-    """Yield a temporary path beside ``path``; on success it replaces ``path``, on failure it is removed."""
-    path = os.path.abspath(os.fspath(path))
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".",
-                               suffix=".partial" + suffix)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
 
 
 def model_block_table(tf1_shapes: Mapping[str, tuple]) -> dict:

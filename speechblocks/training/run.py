@@ -44,6 +44,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..atomic_files import atomic_path
 from ..errors import UsageError
 from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
 from .batches import prepare_batch
@@ -486,10 +487,8 @@ def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, s
                  "adam_updates": updates, "model": model_name,
                  "rng": "dropout and zoneout re-seeded every step from (seed, global_step)"}, slots)
     latest = os.path.join(ckpt_dir, "latest.json")
-    tmp = latest + ".partial"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(latest) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump({"step": step, "model": model_name, "state": state_name}, f)
-    os.replace(tmp, latest)
     kept = sorted(n for n in os.listdir(ckpt_dir) if n.startswith("tacotron2-") and n.endswith(".state.npz"))
     for old in kept[:-KEEP_CHECKPOINTS]:
         for name in (old, old.replace(".state.npz", trainer.model_suffix)):

@@ -14,10 +14,11 @@ import numpy as np
 
 from .atomic_files import write_all
 from .errors import UsageError
+from .synthesis import output_files
 
 __all__ = ["GL_FRAMEWORKS", "audio_hparams_for", "model_audio_hparams", "read_spectrogram", "griffin_lim_wavs",
            "wav_output_paths", "write_wavs", "default_encoder_path", "load_speaker_encoder", "embed_wavs",
-           "npy_output_paths", "write_arrays"]
+           "write_arrays"]
 
 GL_FRAMEWORKS = ("torch", "keras", "numpy")
 #: the model hparams that are also audio hparams (a migrated file stores them)
@@ -117,28 +118,7 @@ def wav_output_paths(value, npy_paths: list[str]) -> list[str]:
     file; several sentences name a directory."""
     if value is True or value is None:
         return [os.path.splitext(p)[0] + ".wav" for p in npy_paths]
-    return npy_output_paths(value, [os.path.splitext(os.path.basename(p))[0] for p in npy_paths], ".wav", "--wav")
-
-
-def npy_output_paths(out: str, stems: list[str], ext: str = ".npy", option: str = "--out") -> list[str]:
-    """One input: ``out`` is the file (``ext``) or a directory; several: a directory (created; its parent must exist)
-    holding ``<stem><ext>`` per input."""
-    out = os.fspath(out)
-    if len(stems) == 1 and not os.path.isdir(out) and not out.endswith(os.sep):
-        if not out.endswith(ext):
-            raise UsageError(f"{option} {out!r}: for one input give a {ext} file (or a directory)")
-        parent = os.path.dirname(os.path.abspath(out))
-        if not os.path.isdir(parent):
-            raise UsageError(f"{option} {out!r}: directory {parent!r} does not exist")
-        return [out]
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"{option} {out!r}: {len(stems)} inputs need a directory, and this is a file")
-    parent = os.path.dirname(os.path.abspath(out.rstrip(os.sep)))
-    if not os.path.isdir(parent):
-        raise UsageError(f"{option} {out!r}: directory {parent!r} does not exist")
-    if len(set(stems)) != len(stems):
-        raise UsageError(f"{option} {out!r}: two inputs have the same name; write them one at a time")
-    return [os.path.join(out, stem + ext) for stem in stems]
+    return output_files(value, [os.path.splitext(os.path.basename(p))[0] for p in npy_paths], ".wav", "--wav")
 
 
 def write_wavs(wavs: list[np.ndarray], paths: list[str], sample_rate: int) -> None:

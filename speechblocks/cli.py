@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from . import audio_commands
+from . import audio_commands, synthesis
 from .errors import UsageError
 from .tf1_checkpoint_file import CheckpointDtypeWarning, NonFiniteWeightsWarning
 from .tf1_checkpoint_reader import ALLOW_NONFINITE_HELP
@@ -232,8 +232,6 @@ def _overrides(pairs) -> dict:
 
 # -- synthesize ------------------------------------------------------------------------------------
 def _cmd_synthesize(args) -> int:
-    from . import synthesis
-
     texts = synthesis.read_texts(args.text, args.text_file)
     cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
     sequences = synthesis.encode_texts(texts, cleaners)
@@ -362,7 +360,7 @@ def _cmd_mel(args) -> int:
         if not os.path.isfile(p):
             raise UsageError(f"{p!r} does not exist")
     stems = [os.path.splitext(os.path.basename(p))[0] for p in args.wav]
-    outputs = audio_commands.npy_output_paths(args.out, stems)
+    outputs = synthesis.output_files(args.out, stems)
     key = "linear" if args.linear else "mel"
     tell = _progress("mel", args.quiet)
     feats = []
@@ -381,7 +379,7 @@ def _cmd_griffin_lim(args) -> int:
     channels, what = (hp.num_freq, "linear spectrogram") if args.linear else (hp.num_mels, "mel spectrogram")
     specs = [audio_commands.read_spectrogram(p, channels, what) for p in args.spectrogram]
     stems = [os.path.splitext(os.path.basename(p))[0] for p in args.spectrogram]
-    outputs = audio_commands.npy_output_paths(args.out, stems, ".wav")
+    outputs = synthesis.output_files(args.out, stems, ".wav")
     if args.framework == "torch":
         load_torch()
     elif args.framework == "keras":
@@ -401,7 +399,7 @@ def _cmd_embed(args) -> int:
         if not os.path.isfile(p):
             raise UsageError(f"{p!r} does not exist")
     stems = [os.path.splitext(os.path.basename(p))[0] for p in args.wav]
-    outputs = audio_commands.npy_output_paths(args.out, stems)
+    outputs = synthesis.output_files(args.out, stems)
     if args.framework == "torch":
         load_torch()
     else:

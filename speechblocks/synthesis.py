@@ -17,7 +17,7 @@ import numpy as np
 from .atomic_files import write_all
 from .errors import UsageError
 
-__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "plot_paths", "require_matplotlib",
+__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "plot_paths", "require_matplotlib",
            "read_speaker_embedding", "source_kind", "load_model", "check_speaker_embedding", "synthesize",
            "write_outputs", "TerminalProgress"]
 
@@ -94,21 +94,31 @@ def encode_texts(texts: list[str], cleaners=("english_cleaners",)) -> list[tuple
 def output_paths(out: str, n: int) -> list[str]:
     """``--out``: one sentence -> the ``.npy`` file (or ``000.npy`` in a directory); several -> ``DIR/000.npy`` ...
     The directory is created if missing (its parent must exist); nothing is written yet."""
+    width = max(3, len(str(n - 1)))
+    return output_files(out, [f"{i:0{width}d}" for i in range(n)], noun="sentence")
+
+
+def output_files(out: str, stems: list[str], ext: str = ".npy", option: str = "--out",
+                 noun: str = "input") -> list[str]:
+    """The output file of each input: one input -> ``out`` itself (a file ending in ``ext``) or ``out/<stem><ext>``
+    when ``out`` is a directory; several -> ``out/<stem><ext>`` each (``out`` created later; its parent must
+    exist). Checked before anything is computed; nothing is written here."""
     out = os.fspath(out)
-    if n == 1 and not os.path.isdir(out) and not out.endswith(os.sep):
-        if not out.endswith(".npy"):
-            raise _usage(f"--out {out!r}: for one sentence give a .npy file (or a directory)")
+    if len(stems) == 1 and not os.path.isdir(out) and not out.endswith(os.sep):
+        if not out.endswith(ext):
+            raise _usage(f"{option} {out!r}: for one {noun} give a {ext} file (or a directory)")
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
-            raise _usage(f"--out {out!r}: directory {parent!r} does not exist")
+            raise _usage(f"{option} {out!r}: directory {parent!r} does not exist")
         return [out]
     if os.path.exists(out) and not os.path.isdir(out):
-        raise _usage(f"--out {out!r}: {n} sentences need a directory, and this is a file")
+        raise _usage(f"{option} {out!r}: {len(stems)} {noun}s need a directory, and this is a file")
     parent = os.path.dirname(os.path.abspath(out.rstrip(os.sep)))
     if not os.path.isdir(parent):
-        raise _usage(f"--out {out!r}: directory {parent!r} does not exist")
-    width = max(3, len(str(n - 1)))
-    return [os.path.join(out, f"{i:0{width}d}.npy") for i in range(n)]
+        raise _usage(f"{option} {out!r}: directory {parent!r} does not exist")
+    if len(set(stems)) != len(stems):
+        raise _usage(f"{option} {out!r}: two {noun}s have the same name; write them one at a time")
+    return [os.path.join(out, stem + ext) for stem in stems]
 
 
 def plot_paths(plot: str, n: int, outputs: list[str] = ()) -> list[str]:

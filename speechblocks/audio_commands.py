@@ -14,7 +14,7 @@ import numpy as np
 
 from .atomic_files import write_all
 from .errors import UsageError
-from .synthesis import output_files
+from .synthesis import make_output_directory, output_files
 
 __all__ = ["GL_FRAMEWORKS", "audio_hparams_for", "model_audio_hparams", "read_spectrogram", "griffin_lim_wavs",
            "wav_output_paths", "write_wavs", "default_encoder_path", "load_speaker_encoder", "embed_wavs",
@@ -125,20 +125,15 @@ def write_wavs(wavs: list[np.ndarray], paths: list[str], sample_rate: int) -> No
     """Writes every wav (the original's peak-normalised int16) through temporary files: all or nothing."""
     from .audio import save_wav
 
-    _make_directory(paths)
+    make_output_directory(paths)
     write_all([(path, lambda tmp, wav=wav: save_wav(wav, tmp, sample_rate)) for wav, path in zip(wavs, paths)])
 
 
 def write_arrays(arrays: list[np.ndarray], paths: list[str]) -> None:
     """Writes every array as float32 ``.npy`` through temporary files: all or nothing."""
-    _make_directory(paths)
+    make_output_directory(paths)
     write_all([(path, lambda tmp, a=a: np.save(tmp, np.asarray(a, np.float32))) for a, path in zip(arrays, paths)])
 
-
-def _make_directory(paths: list[str]) -> None:
-    """Several outputs go to a directory the path checks allowed to be created (its parent exists)."""
-    if len(paths) > 1:
-        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
 
 
 def default_encoder_path() -> str | None:

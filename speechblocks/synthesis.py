@@ -17,7 +17,7 @@ import numpy as np
 from .atomic_files import write_all
 from .errors import UsageError
 
-__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "plot_paths", "require_matplotlib",
+__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "make_output_directory", "plot_paths", "require_matplotlib",
            "read_speaker_embedding", "source_kind", "load_model", "check_speaker_embedding", "synthesize",
            "write_outputs", "TerminalProgress"]
 
@@ -96,6 +96,12 @@ def output_paths(out: str, n: int) -> list[str]:
     The directory is created if missing (its parent must exist); nothing is written yet."""
     width = max(3, len(str(n - 1)))
     return output_files(out, [f"{i:0{width}d}" for i in range(n)], noun="sentence")
+
+
+def make_output_directory(paths: list[str]) -> None:
+    """Creates the directory of several :func:`output_files` (their checks allowed it: its parent exists)."""
+    if len(paths) > 1:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
 
 
 def output_files(out: str, stems: list[str], ext: str = ".npy", option: str = "--out",
@@ -285,8 +291,7 @@ def _plot(path: str, result: SynthesisResult) -> None:
 
 def write_outputs(results: list[SynthesisResult], paths: list[str], plots: list[str] | None) -> None:
     """Writes each mel as ``.npy`` (and each picture) through temporary files renamed at the end: all or nothing."""
-    if len(paths) > 1:
-        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+    make_output_directory(paths)
     jobs = [(path, lambda tmp, r=res: np.save(tmp, np.asarray(r.mel, np.float32)))
             for res, path in zip(results, paths)]
     jobs += [(path, lambda tmp, r=res: _plot(tmp, r)) for res, path in zip(results, plots or ())]

@@ -65,32 +65,29 @@ def read_spectrogram(path: str, channels: int, what: str) -> np.ndarray:
     return np.asarray(x, np.float32)
 
 
-def _torch_gl(spectrograms, hp, n_iter, seed, linear):
+def _torch_gl(spectrogram, hp, n_iter, seed, linear):
     import torch
 
     from torch_layers.griffin_lim import inv_linear_spectrogram, inv_mel_spectrogram
 
     inverse = inv_linear_spectrogram if linear else inv_mel_spectrogram
-    out = []
     with torch.inference_mode():
-        for i, s in enumerate(spectrograms):
-            g = torch.Generator().manual_seed(seed + i)
-            out.append(inverse(torch.from_numpy(s)[None], hp, n_iter=n_iter, generator=g)[0].numpy())
-    return out
+        g = torch.Generator().manual_seed(seed)
+        return inverse(torch.from_numpy(spectrogram)[None], hp, n_iter=n_iter, generator=g)[0].numpy()
 
 
-def _keras_gl(spectrograms, hp, n_iter, seed, linear):
+def _keras_gl(spectrogram, hp, n_iter, seed, linear):
     from tf_layers.griffin_lim import inv_linear_spectrogram, inv_mel_spectrogram
 
     inverse = inv_linear_spectrogram if linear else inv_mel_spectrogram
-    return [np.asarray(inverse(s[None], hp, n_iter=n_iter, seed=seed + i))[0] for i, s in enumerate(spectrograms)]
+    return np.asarray(inverse(spectrogram[None], hp, n_iter=n_iter, seed=seed))[0]
 
 
-def _numpy_gl(spectrograms, hp, n_iter, seed, linear):
+def _numpy_gl(spectrogram, hp, n_iter, seed, linear):
     from . import audio
 
     inverse = audio.inv_linear_spectrogram if linear else audio.inv_mel_spectrogram
-    return [inverse(s, hp, n_iter=n_iter, seed=seed + i) for i, s in enumerate(spectrograms)]
+    return inverse(spectrogram, hp, n_iter=n_iter, seed=seed)
 
 
 def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch", n_iter: int | None = None,
@@ -106,7 +103,7 @@ def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch
     for i, s in enumerate(spectrograms):
         if progress is not None:
             progress(f"Griffin-Lim {i + 1}/{len(spectrograms)} ({s.shape[0]} frames)")
-        wavs += run([s], hp, n_iter, seed + i, linear)
+        wavs.append(run(s, hp, n_iter, seed + i, linear))
     for i, w in enumerate(wavs):
         if not np.all(np.isfinite(w)):  # never a NaN waveform on disk
             raise ValueError(f"Griffin-Lim of spectrogram {i} gave a non-finite waveform")

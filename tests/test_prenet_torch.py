@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import Fails, run_torch_module_test
+from tests.helpers.torch_module_test import run_torch_module_test
 from torch_layers import Prenet
 
 
@@ -32,9 +32,7 @@ def test_module_contract_without_dropout():
 
 def test_module_contract_with_dropout():
     run_torch_module_test(Prenet, (6,), dict(layers_sizes=(8,), drop_rate=0.5), make_inputs=_inputs,
-                          expected_output_shape=lambda b, t: (b, t, 8), deterministic_in_eval=False,
-                          export=Fails("the dropout masks (always on) are drawn with torch.rand of the input's "
-                                       "shape, which a dynamic shape cannot export", match="concrete integers"))
+                          expected_output_shape=lambda b, t: (b, t, 8), deterministic_in_eval=False)
 
 
 def test_matches_numpy_reference_with_injected_masks_in_eval_and_train():

@@ -40,7 +40,11 @@ def tf1_dropout(x: torch.Tensor, rate: float, mask: Optional[torch.Tensor] = Non
     if mask is None:
         if rate == 0.0:
             return x
-        u = torch.rand(x.shape, dtype=torch.float32, device=x.device, generator=generator)
+        # rand_like: the numbers of rand(x.shape) (x is a fresh product), in a form torch.export takes with dynamic shapes
+        if generator is None:  # the overload without a generator: the one ONNX maps (RandomUniformLike)
+            u = torch.rand_like(x, dtype=torch.float32)
+        else:
+            u = torch.rand_like(x, dtype=torch.float32, generator=generator)
         mask = (u >= rate).to(x.dtype)
     else:
         if mask.shape != x.shape:

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from speechblocks.tf1_names import decoder_rnn_tf1_variables
 
+from ._packed_linear import gate_linear
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -19,6 +20,59 @@ from .zoneout_lstm_cell import (
     lstm_from_gates,
     zoneout,
 )
+
+
+def lstm_stack_step(x: Tensor, cs: list[Tensor], hs: list[Tensor], weights: list[Tensor], biases: list[Tensor],
+                    zoneout_factor: float, keep_c: Optional[Tensor] = None, keep_h: Optional[Tensor] = None,
+                    packed: Optional[list[Tensor]] = None, packed_t: Optional[list[Tensor]] = None,
+                    taps: Optional[list[Tensor]] = None
+                    ) -> tuple[Tensor, list[Tensor], list[Tensor], list[Tensor]]:
+    """One step of a ``MultiRNNCell`` of zoneout LSTMs, the form every caller runs (:class:`DecoderRNN`'s one-step
+    call, the Tacotron-2 decoder loop and its exported step): layer ``k`` computes its four gates with one
+    product over ``[input, h_k]``, feeds the next layer its raw output and keeps the zoned-out ``(c, h)``.
+
+    Args:
+        x: ``(batch, input_size)`` the first layer's input.
+        cs, hs: per layer ``(batch, u)`` states.
+        weights, biases: per layer ``(4u, in + u)`` (torch gate order i, f, g, o) and ``(4u,)`` with the
+            forget bias included (:func:`~torch_layers.zoneout_lstm_cell.effective_bias`).
+        zoneout_factor: zoneout of cell and hidden states (the inference mix when no keep-mask is given).
+        keep_c, keep_h: ``(layers, batch, u)`` 0/1 training keep-masks, or ``None``.
+        packed, packed_t: per layer the weights packed for oneDNN (and their transposes, for a gradient), or
+            ``None`` (:mod:`torch_layers._packed_linear`).
+        taps: per layer ``(batch, 4u)`` added to the gates (:class:`~torch_layers._packed_linear.WeightGradTap`:
+            the weights' gradients of a whole loop at once), or ``None``.
+
+    Returns:
+        ``(output, new_cs, new_hs, layer_inputs)``: ``(batch, u)`` the last layer's raw output, the new states and
+        each layer's ``[input, h]`` ``(batch, in + u)``.
+    """
+    new_cs: list[Tensor] = []
+    new_hs: list[Tensor] = []
+    layer_inputs: list[Tensor] = []
+    for k in range(len(weights)):
+        xin = torch.cat([x, hs[k]], 1)
+        layer_inputs.append(xin)
+        p: Optional[Tensor] = None
+        pt: Optional[Tensor] = None
+        if packed is not None:
+            p = packed[k]
+        if packed_t is not None:
+            pt = packed_t[k]
+        gates = gate_linear(xin, weights[k], biases[k], p, pt)
+        if taps is not None:
+            gates = gates + taps[k]
+        c_new, h_new = lstm_from_gates(gates, cs[k])
+        mc: Optional[Tensor] = None
+        mh: Optional[Tensor] = None
+        if keep_c is not None:
+            mc = keep_c[k]
+        if keep_h is not None:
+            mh = keep_h[k]
+        new_cs.append(zoneout(c_new, cs[k], zoneout_factor, mc))
+        new_hs.append(zoneout(h_new, hs[k], zoneout_factor, mh))
+        x = h_new
+    return x, new_cs, new_hs, layer_inputs
 
 
 @torch.jit.script
@@ -165,9 +219,11 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
             cs.append(c)
             hs.append(h)
         weights: list[Tensor] = []
+        lstm_weights: list[Tensor] = []
         biases: list[Tensor] = []
         for cell in self.cells:
             weights.append(cell.weight.t())
+            lstm_weights.append(cell.weight)
             biases.append(effective_bias(cell.bias, cell.forget_bias))
         mask_shape = [batch, u] if rank == 2 else [batch, inputs.shape[1], u]
         mask_doc = "a list of " + str(self.layers) + " pairs (c_keep, h_keep), each " + (
@@ -192,19 +248,10 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
             keep_h = keep_masks([self.layers] + mask_shape, self.zoneout, inputs)
 
         if rank == 2:
-            x = inputs
+            x, new_cs, new_hs, _ = lstm_stack_step(inputs, cs, hs, lstm_weights, biases, self.zoneout, keep_c, keep_h)
             new_states: list[tuple[Tensor, Tensor]] = []
             for k in range(self.layers):
-                gates = torch.addmm(biases[k], torch.cat([x, hs[k]], 1), weights[k])
-                c_new, h_new = lstm_from_gates(gates, cs[k])
-                mc: Optional[Tensor] = None
-                mh: Optional[Tensor] = None
-                if keep_c is not None:
-                    mc = keep_c[k]
-                if keep_h is not None:
-                    mh = keep_h[k]
-                new_states.append((zoneout(c_new, cs[k], self.zoneout, mc), zoneout(h_new, hs[k], self.zoneout, mh)))
-                x = h_new
+                new_states.append((new_cs[k], new_hs[k]))
             return x, new_states
 
         n_steps = inputs.shape[1]

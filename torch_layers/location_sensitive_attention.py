@@ -19,7 +19,8 @@ from .tf1_exchange import (
     dense_to_tf1,
 )
 
-__all__ = ["LocationSensitiveAttention", "check_memory_lengths", "memory_mask", "normalize_energy"]
+__all__ = ["LocationSensitiveAttention", "attention_step", "check_memory_lengths", "memory_mask", "normalize_energy",
+           "score_bias_of"]
 
 
 def check_memory_lengths(lengths: Tensor, name: str, block: str, batch: int, max_time: int) -> None:
@@ -52,6 +53,48 @@ def normalize_energy(energy: Tensor, smoothing: bool) -> Tensor:
         return s / s.sum(-1, keepdim=True)
     clean = (torch.isfinite(energy) | (energy == -math.inf)).all(-1, keepdim=True)
     return torch.where(clean, torch.softmax(energy, -1), math.nan)
+
+
+def attention_step(query: Tensor, state: Tensor, values: Tensor, keys: Tensor, score_bias: Optional[Tensor],
+                   query_weight: Tensor, location_weight: Tensor, v_a: Tensor, pad_before: int, pad_after: int,
+                   smoothing: bool, cumulate: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of the attention in the form every caller runs (:meth:`LocationSensitiveAttention.step`, the
+    decoder loop, the exported decoder step): the location convolution and ``location_features_layer`` folded into
+    one convolution, keys laid out ``(batch, units, T_in)`` with every constant bias already added to them.
+
+    Args:
+        query: ``(batch, query_size)``.
+        state: ``(batch, T_in)`` previous (cumulative) alignments.
+        values: ``(batch, T_in, memory_size)``.
+        keys: ``(batch, units, T_in)``: ``values @ memory_layer`` + ``attention_bias`` + the fused location bias.
+        score_bias: ``(batch, T_in)`` 0 / -inf past the lengths, or ``None`` (nothing masked).
+        query_weight: ``(units, query_size)``.
+        location_weight: ``(units, 1, kernel)`` from :meth:`LocationSensitiveAttention.fused_location_weights`.
+        v_a: ``(units,)``.
+        pad_before, pad_after: TF ``'same'`` padding of the location convolution.
+        smoothing, cumulate: the normalisation and the state rule.
+
+    Returns:
+        ``(context, alignments, next_state)``: ``(batch, memory_size)``, ``(batch, T_in)``, ``(batch, T_in)``.
+    """
+    s = state.unsqueeze(1)
+    if pad_before == pad_after:
+        location = F.conv1d(s, location_weight, None, 1, pad_before)
+    else:
+        location = F.conv1d(F.pad(s, [pad_before, pad_after]), location_weight)
+    energy = torch.matmul(v_a, torch.tanh(keys + F.linear(query, query_weight).unsqueeze(2) + location))
+    if score_bias is not None:  # replaced, not added (TF1's score mask): a NaN energy past the length gives -inf
+        energy = torch.where(score_bias < 0, score_bias, energy)
+    alignments = normalize_energy(energy, smoothing)
+    context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
+    next_state = alignments + state if cumulate else alignments
+    return context, alignments, next_state
+
+
+def score_bias_of(lengths: Tensor, max_time: int, dtype: torch.dtype) -> Tensor:
+    """``(batch, T_in)`` additive energy mask: 0 within the lengths, -inf past them."""
+    valid = memory_mask(lengths, max_time, dtype)
+    return torch.zeros_like(valid).masked_fill(valid == 0, float("-inf"))
 
 
 class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
@@ -183,7 +226,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
                 ``mask_encoder``.
 
         Returns:
-            ``(context, alignments, next_state)``: ``(batch, memory_size)``, ``(batch, T_in)``, ``(batch, T_in)``.
+            ``(context, alignments, next_state)``: ``(batch, memory_size)``, ``(batch, T_in)``, ``(batch, T_in)``
+            (:func:`attention_step`, the step every caller runs).
         """
         block = "LocationSensitiveAttention"
         check_float_tensor(query, "query", block, 2, self.query_size, "(batch, " + str(self.query_size) + ")")
@@ -197,22 +241,15 @@ class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
                              + str(self.units) + ") must agree on batch and T_in; got shapes " + str(list(query.shape))
                              + ", " + str(list(state.shape)) + ", " + str(list(values.shape)) + ", "
                              + str(list(keys.shape)) + ".")
-        processed_query = F.linear(query, self.query_layer.weight).unsqueeze(1)  # (batch, 1, units)
-        s = state.unsqueeze(1)
-        if self.pad_before > 0 or self.pad_after > 0:
-            s = F.pad(s, (self.pad_before, self.pad_after))
-        f = F.conv1d(s, self.location_convolution.weight, self.location_convolution.bias)  # (batch, filters, T_in)
-        processed_location = F.linear(f.transpose(1, 2), self.location_layer.weight)  # (batch, T_in, units)
-        energy = (self.attention_variable_projection
-                  * torch.tanh(keys + processed_query + processed_location + self.attention_bias)).sum(-1)
+        score_bias: Optional[Tensor] = None
         if memory_lengths is not None and self.mask_encoder:
             check_memory_lengths(memory_lengths, "memory_lengths", block, batch, max_time)
-            valid = memory_mask(memory_lengths.to(energy.device), max_time, energy.dtype) > 0
-            energy = energy.masked_fill(~valid, float("-inf"))
-        alignments = normalize_energy(energy, self.smoothing)
-        next_state = alignments + state if self.cumulate_weights else alignments
-        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
-        return context, alignments, next_state
+            score_bias = score_bias_of(memory_lengths.to(values.device), max_time, values.dtype)
+        location_weight, location_bias = self.fused_location_weights()
+        keys_t = (keys + (self.attention_bias + location_bias)).transpose(1, 2)
+        return attention_step(query, state, values, keys_t, score_bias, self.query_layer.weight, location_weight,
+                              self.attention_variable_projection, self.pad_before, self.pad_after, self.smoothing,
+                              self.cumulate_weights)
 
     def forward(self, query: Tensor, state: Tensor, memory: Tensor,
                 memory_lengths: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
@@ -230,17 +267,19 @@ class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
         values, keys = self.process_memory(memory, memory_lengths)
         return self.step(query, state, values, keys, memory_lengths)
 
-    @torch.jit.unused
+    @torch.jit.export
     def fused_location_weights(self) -> tuple[Tensor, Tensor]:
         """The location convolution and ``location_features_layer`` folded into one convolution.
 
         Both are linear with nothing between them, so ``conv(s, W_c) @ W_l + b_c @ W_l`` equals one
         convolution with the kernel ``W_l W_c`` ``(units, 1, kernel_size)`` and the bias ``b_c @ W_l``
-        ``(units,)`` -- the same function up to float rounding (the decoder loop uses this form).
+        ``(units,)`` -- the same function up to float rounding (the form :func:`attention_step` takes).
         """
         w_l = self.location_layer.weight  # (units, filters)
         kernel = torch.mm(w_l, self.location_convolution.weight.squeeze(1)).unsqueeze(1)
-        return kernel, F.linear(self.location_convolution.bias, w_l)
+        conv_bias = self.location_convolution.bias
+        assert conv_bias is not None
+        return kernel, F.linear(conv_bias, w_l)
 
     def extra_repr(self) -> str:
         return (f"{self.query_size}, {self.memory_size}, units={self.units}, filters={self.filters}, "

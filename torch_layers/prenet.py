@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from speechblocks.arguments import check_drop_rate
@@ -14,6 +15,32 @@ from . import activations
 from ._functional import tf1_dropout
 from ._validation import activation_name, check_features, check_positive_int
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
+
+
+def prenet_step(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str,
+                drop_rate: float, dropout_masks: Optional[list[torch.Tensor]] = None,
+                generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """The pre-net's maths, shared by :class:`Prenet` and the decoder loop: per layer ``i``
+    ``dropout(activation(x @ weights[i].T + biases[i]))``, the dropout always on (TF1 keep-prob form).
+
+    Args:
+        x: ``(..., in)``.
+        weights, biases: per layer ``(out, in)`` and ``(out,)``.
+        activation: a name of :mod:`torch_layers.activations`.
+        drop_rate: dropout rate in [0, 1).
+        dropout_masks: optional 0/1 keep-masks, mask ``i`` of shape ``(..., out_i)`` (not checked here).
+        generator: optional ``torch.Generator`` of the random masks.
+
+    Returns:
+        ``(..., out_last)``.
+    """
+    for i in range(len(weights)):
+        x = activations.apply(activation, F.linear(x, weights[i], biases[i]))
+        mask: Optional[torch.Tensor] = None
+        if dropout_masks is not None:
+            mask = dropout_masks[i]
+        x = tf1_dropout(x, drop_rate, mask, generator)  # on in train() and eval() alike
+    return x
 
 
 class Prenet(TF1WeightsMixin, nn.Module):
@@ -26,10 +53,8 @@ class Prenet(TF1WeightsMixin, nn.Module):
     ``generator`` or inject ``dropout_masks`` for reproducible runs; ``drop_rate=0`` is deterministic.
     TF1 variables ``dense_{i}/{kernel,bias}`` (``i`` from 1) relative to ``tf1_scope``.
 
-    Export (tested by ``run_torch_module_test``): with ``drop_rate=0`` it exports (``torch.export``, ONNX) with
-    dynamic batch and time; with dropout (always on, as the original) the masks are drawn with ``torch.rand`` of the
-    input's shape, which ``torch.export`` with dynamic shapes rejects (the decoder step of
-    :meth:`Tacotron2Decoder.step_module` draws them with ``rand_like`` and exports).
+    Export (tested by ``run_torch_module_test``): it exports (``torch.export``, ONNX) with dynamic batch and time,
+    the dropout included: the masks are drawn in the graph with ``rand_like`` (ONNX ``RandomUniformLike``).
 
     Args:
         input_size: input features.
@@ -89,17 +114,20 @@ class Prenet(TF1WeightsMixin, nn.Module):
         if dropout_masks is not None and len(dropout_masks) != len(self.layers_sizes):
             raise ValueError("Prenet: argument `dropout_masks` must be a list of " + str(len(self.layers_sizes))
                              + " keep-masks, one per layer; got " + str(len(dropout_masks)) + ".")
-        x = inputs
-        for i, layer in enumerate(self.layers):
-            x = activations.apply(self.activation, layer(x))
-            mask: Optional[torch.Tensor] = None
-            if dropout_masks is not None:
-                mask = dropout_masks[i]
-                if mask.shape != x.shape:
+        if dropout_masks is not None:
+            shape = list(inputs.shape[:-1])
+            for i, mask in enumerate(dropout_masks):
+                if list(mask.shape) != shape + [self.layers_sizes[i]]:
                     raise ValueError("Prenet: argument `dropout_masks[" + str(i) + "]` must have shape "
-                                     + str(list(x.shape)) + "; got " + str(list(mask.shape)) + ".")
-            x = tf1_dropout(x, self.drop_rate, mask, generator)  # on in train() and eval() alike
-        return x
+                                     + str(shape + [self.layers_sizes[i]]) + "; got " + str(list(mask.shape)) + ".")
+        weights: list[torch.Tensor] = []
+        biases: list[torch.Tensor] = []
+        for layer in self.layers:
+            weights.append(layer.weight)
+            b = layer.bias
+            assert b is not None
+            biases.append(b)
+        return prenet_step(inputs, weights, biases, self.activation, self.drop_rate, dropout_masks, generator)
 
     def extra_repr(self) -> str:
         return f"drop_rate={self.drop_rate}, activation={self.activation!r}, tf1_scope={self.tf1_scope!r}"

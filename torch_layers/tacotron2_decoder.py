@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
@@ -23,23 +24,29 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import activations
+from ._decoder_containers import AttentionMemory, DecoderConfig, DecoderState, DecoderWeights
+from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack
 from ._validation import check_float_tensor, check_positive_int, hparam
-from .decoder_rnn import DecoderRNN
+from .decoder_rnn import DecoderRNN, lstm_stack_step
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import (
     LocationSensitiveAttention,
+    attention_step,
     check_memory_lengths,
     memory_mask,
-    normalize_energy,
+    score_bias_of,
 )
-from .prenet import Prenet
+from .prenet import Prenet, prenet_step
 from .stop_projection import StopProjection
 from .tf1_exchange import TF1WeightsMixin
-from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates, zoneout
+from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks
 
-__all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder_loop", "flatten_noise_masks",
+__all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder_loop", "decoder_step",
+           "DecoderWeights", "DecoderConfig", "DecoderState", "AttentionMemory", "flatten_noise_masks",
            "NOISE_MASK_KEYS"]
+
+#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module (see Tacotron2Decoder._inference_packs)
+_PACKED_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: the keys of ``noise_masks`` (the injected dropout / zoneout keep-masks of a Tacotron-2 model)
 NOISE_MASK_KEYS = ("prenet", "encoder_convolutions", "encoder_LSTM", "decoder_LSTM", "postnet_convolutions")
@@ -126,45 +133,77 @@ def _report_progress(step: int, probs: Tensor) -> None:
         options[0](step, float(probs.max()))
 
 
-def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_gates: Optional[Tensor], go_frame: Tensor,
-                       prenet_weights: list[Tensor], prenet_biases: list[Tensor], prenet_activation: str,
-                       prenet_rate: float, prenet_keep: Optional[list[Tensor]],
-                       lstm_weights: list[Tensor], lstm_biases: list[Tensor], zoneout_factor: float,
-                       keep_c: Optional[Tensor], keep_h: Optional[Tensor],
-                       values: Tensor, keys: Tensor, score_bias: Optional[Tensor], query_weight: Tensor,
-                       location_weight: Tensor, pad_before: int, pad_after: int, v_a: Tensor, smoothing: bool,
-                       cumulate: bool, projection_weight: Tensor, projection_bias: Tensor, frame_size: int,
-                       stop_logits: bool, stop_at_any: bool, stop_each: bool = False
-                       ) -> tuple[Tensor, Tensor, Tensor, bool]:
+# -- one decoder step: the containers and the function every path runs ------------------------------------------
+
+def decoder_step(prenet_out: Tensor, state: DecoderState, memory: AttentionMemory, w: DecoderWeights,
+                 cfg: DecoderConfig, keep_c: Optional[Tensor] = None, keep_h: Optional[Tensor] = None,
+                 taps: Optional[list[Tensor]] = None) -> tuple[Tensor, Tensor, DecoderState, list[Tensor]]:
+    """One step of TF1's ``TacotronDecoderCell`` after the pre-net: the LSTM stack over ``[prenet_out, context]``
+    (:func:`~torch_layers.decoder_rnn.lstm_stack_step`), the attention with the new output as query
+    (:func:`~torch_layers.location_sensitive_attention.attention_step`), the frame and stop projections in one
+    product over ``[output, context]``. The scripted loop, its Python original and :class:`DecoderStep` run it.
+
+    Args:
+        prenet_out: ``(batch, prenet_layers[-1])``.
+        state: the previous :class:`DecoderState`.
+        memory: the utterance's :class:`AttentionMemory`.
+        w, cfg: :class:`DecoderWeights`, :class:`DecoderConfig`.
+        keep_c, keep_h: ``(layers, batch, u)`` zoneout keep-masks (training), or ``None``.
+        taps: per layer ``(batch, 4u)`` weight-gradient taps, or ``None``.
+
+    Returns:
+        ``(projected, alignments, new_state, layer_inputs)``: ``(batch, r * num_mels + r)`` frames then stop
+        logits, ``(batch, T_in)``, the new :class:`DecoderState`, each LSTM layer's ``[input, h]``.
+    """
+    x, cells, hiddens, layer_inputs = lstm_stack_step(
+        torch.cat([prenet_out, state.context], 1), state.cells, state.hiddens, w.lstm_weights, w.lstm_biases,
+        cfg.zoneout, keep_c, keep_h, w.lstm_packed, w.lstm_packed_t, taps)
+    context, alignments, attention_state = attention_step(
+        x, state.attention_state, memory.values, memory.keys, memory.score_bias, w.query_weight, w.location_weight,
+        w.v_a, cfg.pad_before, cfg.pad_after, cfg.smoothing, cfg.cumulate)
+    projected = F.linear(torch.cat([x, context], 1), w.projection_weight, w.projection_bias)
+    return projected, alignments, DecoderState(context, attention_state, cells, hiddens), layer_inputs
+
+
+def initial_decoder_state(memory: AttentionMemory, layers: int, units: int) -> DecoderState:
+    """The zero :class:`DecoderState` of a memory."""
+    values = memory.values
+    batch = values.shape[0]
+    cells: list[Tensor] = []
+    hiddens: list[Tensor] = []
+    for _ in range(layers):
+        cells.append(values.new_zeros(batch, units))
+        hiddens.append(values.new_zeros(batch, units))
+    return DecoderState(values.new_zeros(batch, values.shape[2]), values.new_zeros(batch, values.shape[1]), cells,
+                        hiddens)
+
+
+def with_packed(w: DecoderWeights, packed: Optional[list[Tensor]], packed_t: Optional[list[Tensor]] = None
+                ) -> DecoderWeights:
+    """``w`` with its LSTM weights' packed forms (``DecoderWeights._replace``, which TorchScript lacks)."""
+    return DecoderWeights(w.prenet_weights, w.prenet_biases, w.lstm_weights, w.lstm_biases, w.query_weight,
+                          w.location_weight, w.v_a, w.projection_weight, w.projection_bias, packed, packed_t)
+
+
+def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[Tensor], go_frame: Tensor,
+                       memory: AttentionMemory, w: DecoderWeights, cfg: DecoderConfig,
+                       prenet_keep: Optional[list[Tensor]], keep_c: Optional[Tensor], keep_h: Optional[Tensor],
+                       taps: Optional[list[Tensor]], stop_logits: bool, stop_at_any: bool, stop_each: bool = False
+                       ) -> tuple[Tensor, Tensor, Tensor, bool, list[Tensor]]:
     """TF1 ``dynamic_decode`` over ``TacotronDecoderCell`` (``impute_finished=False``); :func:`decoder_loop` is its
-    TorchScript compilation, this Python original runs when a progress callback is active (:func:`loop_options`).
+    TorchScript compilation, this Python original runs when a progress callback is active (:func:`loop_options`)
+    and for training with packed weights (:class:`~torch_layers._packed_linear.PackedLinear` is Python).
 
     Args:
         n_steps: teacher-forced: the number of steps; free running: ``max_iters``.
         mask_steps: steps the injected masks cover (a larger number when none are injected): the loop runs at
             most ``min(n_steps, mask_steps)`` steps.
-        teacher_gates: ``(steps, batch, 4u)`` the first LSTM layer's pre-activations from the pre-net of
-            every teacher input (bias and forget bias included), or ``None`` (free running).
+        teacher_prenet: ``(steps, batch, prenet)`` the pre-net of every teacher input, or ``None`` (free running).
         go_frame: ``(batch, num_mels)`` zeros, the first input of free running.
-        prenet_weights, prenet_biases: per pre-net layer ``(in, out)`` and ``(out,)`` (free running).
-        prenet_activation, prenet_rate: the pre-net's activation and dropout rate (dropout always on).
-        prenet_keep: per pre-net layer ``(mask_steps, batch, size)`` keep-masks, or ``None`` (random).
-        lstm_weights: per LSTM layer ``(4u, in + u)`` over ``[input, h]`` (torch gate order i, f, g, o);
-            layer 1's input is ``[prenet output, previous context]``.
-        lstm_biases: per layer ``(4u,)``, forget bias included.
-        zoneout_factor: the zoneout of cell and hidden states (inference mix).
+        memory, w, cfg: :class:`AttentionMemory`, :class:`DecoderWeights`, :class:`DecoderConfig`.
+        prenet_keep: per pre-net layer ``(mask_steps, batch, size)`` keep-masks, or ``None`` (random; free running).
         keep_c, keep_h: ``(>= steps, layers, batch, u)`` training keep-masks, or ``None`` (inference mix).
-        values: ``(batch, T_in, memory_size)`` masked memory.
-        keys: ``(batch, units, T_in)`` keys + attention bias + the fused location bias.
-        score_bias: ``(batch, T_in)`` 0 / -inf past the memory lengths, or ``None``.
-        query_weight: ``(u, units)``.
-        location_weight: ``(units, 1, kernel)`` the fused location kernel.
-        pad_before, pad_after: TF ``'same'`` padding of the location convolution.
-        v_a: ``(units,)``.
-        smoothing, cumulate: the attention's normalisation and state rule.
-        projection_weight: ``(r * num_mels + r, u + memory_size)`` frame and stop projections stacked.
-        projection_bias: ``(r * num_mels + r,)``.
-        frame_size: ``r * num_mels``.
+        taps: per LSTM layer ``(steps, batch, 4u)`` weight-gradient taps (teacher-forced training), or ``None``.
         stop_logits: return stop logits (training) instead of probabilities.
         stop_at_any: the free-running stop rule.
         stop_each: free running: stop once every entry's own rule has fired at some step (default: the original
@@ -172,24 +211,19 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_gates: Optional[Te
 
     Returns:
         ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, T_in, steps),
-        finished)``: ``finished`` tells whether the free-running stop rule fired.
+        finished, step_inputs)``: ``finished`` tells whether the free-running stop rule fired; with ``taps``,
+        ``step_inputs`` holds each LSTM layer's ``[input, h]`` of every step ``(steps, batch, in + u)``.
     """
-    batch = values.shape[0]
-    n_layers = len(lstm_weights)
-    units = lstm_weights[0].shape[0] // 4
+    n_layers = len(w.lstm_weights)
+    state = initial_decoder_state(memory, n_layers, w.lstm_weights[0].shape[0] // 4)
     num_mels = go_frame.shape[1]
-    state_dtype = lstm_biases[0].dtype
-    device = values.device
-    cs: list[Tensor] = []
-    hs: list[Tensor] = []
-    for _ in range(n_layers):
-        cs.append(torch.zeros(batch, units, dtype=state_dtype, device=device))
-        hs.append(torch.zeros(batch, units, dtype=state_dtype, device=device))
-    context = torch.zeros(batch, values.shape[2], dtype=state_dtype, device=device)
-    state = torch.zeros(batch, values.shape[1], dtype=state_dtype, device=device)
-    w_first_rest = lstm_weights[0][:, lstm_weights[0].shape[1] - values.shape[2] - units:].t()  # [context, h] part
-    symmetric = pad_before == pad_after
-    scale = 1.0 / (1.0 - prenet_rate)
+    frame_size = cfg.frame_size
+    step_taps: list[list[Tensor]] = []
+    inputs: list[list[Tensor]] = []
+    if taps is not None:
+        for k in range(n_layers):
+            step_taps.append(torch.unbind(taps[k], 0))
+            inputs.append([])
     frame_in = go_frame
     frames_out: list[Tensor] = []
     stops_out: list[Tensor] = []
@@ -197,62 +231,39 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_gates: Optional[Te
     finished = False
     stopped: Optional[Tensor] = None
     for t in range(min(n_steps, mask_steps)):
-        if teacher_gates is not None:
-            # mm + add, not addmm: the form TorchScript's optimizer runs (its DecomposeOps pass splits addmm), so the
-            # Python original and the compiled loop give the same bits
-            gates = torch.mm(torch.cat([context, hs[0]], 1), w_first_rest) + teacher_gates[t]
+        if teacher_prenet is not None:
+            x = teacher_prenet[t]
         else:
-            x = frame_in
-            for i in range(len(prenet_weights)):
-                x = activations.apply(prenet_activation, torch.mm(x, prenet_weights[i]) + prenet_biases[i])
-                if prenet_keep is not None:
-                    x = x * scale * prenet_keep[i][t]
-                elif prenet_rate > 0.0:
-                    keep = (torch.rand(x.shape, dtype=torch.float32, device=device) >= prenet_rate).to(x.dtype)
-                    x = x * scale * keep
-            gates = F.linear(torch.cat([x, context, hs[0]], 1), lstm_weights[0], lstm_biases[0])
+            keep: Optional[list[Tensor]] = None
+            if prenet_keep is not None:
+                keep = []
+                for m in prenet_keep:
+                    keep.append(m[t])
+            x = prenet_step(frame_in, w.prenet_weights, w.prenet_biases, cfg.prenet_activation, cfg.prenet_rate, keep)
         kc: Optional[Tensor] = None
         kh: Optional[Tensor] = None
         if keep_c is not None:
             kc = keep_c[t]
         if keep_h is not None:
             kh = keep_h[t]
-        x = hs[0]
-        for k in range(n_layers):
-            if k > 0:
-                gates = F.linear(torch.cat([x, hs[k]], 1), lstm_weights[k], lstm_biases[k])
-            c_new, h_new = lstm_from_gates(gates, cs[k])
-            mc: Optional[Tensor] = None
-            mh: Optional[Tensor] = None
-            if kc is not None:
-                mc = kc[k]
-            if kh is not None:
-                mh = kh[k]
-            cs[k] = zoneout(c_new, cs[k], zoneout_factor, mc)
-            hs[k] = zoneout(h_new, hs[k], zoneout_factor, mh)
-            x = h_new
-        # location-sensitive attention, the new LSTM output as query, keys in (batch, units, T_in)
-        s = state.unsqueeze(1)
-        if symmetric:
-            location = F.conv1d(s, location_weight, None, 1, pad_before)
-        else:
-            location = F.conv1d(F.pad(s, [pad_before, pad_after]), location_weight)
-        energy = torch.matmul(v_a, torch.tanh(keys + torch.mm(x, query_weight).unsqueeze(2) + location))
-        if score_bias is not None:
-            energy = energy + score_bias
-        alignments = normalize_energy(energy, smoothing)
-        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
-        state = alignments + state if cumulate else alignments
-        projected = F.linear(torch.cat([x, context], 1), projection_weight, projection_bias)
+        tap_t: Optional[list[Tensor]] = None
+        if taps is not None:
+            tap_t = []
+            for k in range(n_layers):
+                tap_t.append(step_taps[k][t])
+        projected, alignments, state, layer_inputs = decoder_step(x, state, memory, w, cfg, kc, kh, tap_t)
+        if taps is not None:
+            for k in range(n_layers):
+                inputs[k].append(layer_inputs[k])
         frames = projected[:, :frame_size]
         logits = projected[:, frame_size:]
         frames_out.append(frames)
         aligns_out.append(alignments)
         probs = logits
-        if not stop_logits or teacher_gates is None:
+        if not stop_logits or teacher_prenet is None:
             probs = torch.sigmoid(logits)
         stops_out.append(logits if stop_logits else probs)
-        if teacher_gates is None:
+        if teacher_prenet is None:
             frame_in = frames[:, frame_size - num_mels:]
             # TacoTestHelper: a frame is done when round(p) == 1 (tf.round: half to even, 0.5 -> 0) for every
             # batch entry; stop_at_any: any of the r frames done, else all of them
@@ -271,21 +282,22 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_gates: Optional[Te
                 _report_progress(t + 1, probs)
             if finished:
                 break
-    return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished
+    step_inputs: list[Tensor] = []
+    for k in range(len(inputs)):
+        step_inputs.append(torch.stack(inputs[k], 0))
+    return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished, step_inputs
 
 
 decoder_loop = torch.jit.script(_decoder_loop_impl)
 decoder_loop.__doc__ = _decoder_loop_impl.__doc__
 
 
-def _eager_decoder_loop(*args):
+def _eager_decoder_loop(*args, python: bool = False):
     """An eager call's loop: the compiled :func:`decoder_loop`, unless :func:`loop_options` asks for progress reports
-    (then the Python original, the same ops) or the per-entry stop rule."""
+    (then the Python original, the same ops) or ``python`` (training through packed weights)."""
     options = getattr(_LOOP_OPTIONS, "value", None)
-    if options is None:
-        return decoder_loop(*args)
-    progress, stop_each = options
-    if progress is None:
+    progress, stop_each = (None, False) if options is None else options
+    if progress is None and not python:
         return decoder_loop(*args, stop_each)
     return _decoder_loop_impl(*args, stop_each)
 
@@ -380,6 +392,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         self._prenet_sizes = list(self.prenet.layers_sizes)
         self._n_layers = self.decoder_lstm.layers
         self._units = self.decoder_lstm.size
+        self._onednn = ONEDNN
 
     @classmethod
     def from_hparams(cls, hp, memory_size: Optional[int] = None, **kwargs) -> Tacotron2Decoder:
@@ -494,18 +507,9 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                                  + " teacher-forced decoder steps, masks of shape (batch, >= " + str(n_steps)
                                  + ", size); got masks of " + str(mask_steps) + " steps.")
 
-        # attention: values and keys once (the fused location bias and the attention bias added to the keys)
-        att = self.attention
-        lstm_weights, lstm_biases, prenet_weights, prenet_biases, step_tensors = self.step_weights()
-        location_weight, key_bias, query_weight, projection_weight, projection_bias = step_tensors
-        values, keys = att.process_memory(memory, memory_lengths)
-        keys_t = (keys + key_bias).transpose(1, 2).contiguous()  # (batch, units, T_in)
-        score_bias: Optional[Tensor] = None
-        if memory_lengths is not None and att.mask_encoder and int(memory_lengths.min()) < max_time:
-            valid = memory_mask(memory_lengths.to(memory.device), max_time, memory.dtype)
-            score_bias = torch.zeros_like(valid).masked_fill(valid == 0, float("-inf"))
-
-        teacher_gates: Optional[Tensor] = None
+        memory_in = self.attention_memory(memory, memory_lengths, checked=True)
+        cfg = self.step_config()
+        teacher_prenet: Optional[Tensor] = None
         prenet_keep: Optional[list[Tensor]] = None
         if mel_targets is not None:
             go = torch.zeros(batch, 1, n_mels, dtype=mel_targets.dtype, device=mel_targets.device)
@@ -513,30 +517,30 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             step_masks: Optional[list[Tensor]] = None
             if prenet_masks is not None:
                 step_masks = [m[:, :n_steps] for m in prenet_masks]
-            x = self.prenet(inputs, step_masks).transpose(0, 1)  # (steps, batch, prenet)
-            n_in = x.shape[2]
-            teacher_gates = F.linear(x.reshape(n_steps * batch, n_in), lstm_weights[0][:, :n_in],
-                                     lstm_biases[0]).view(n_steps, batch, 4 * units)
+            teacher_prenet = self.prenet(inputs, step_masks).transpose(0, 1)  # (steps, batch, prenet)
             if self.training and keep_c is None and self.zoneout > 0.0:
-                keep_c = keep_masks([n_steps, n_layers, batch, units], self.zoneout, values)
-                keep_h = keep_masks([n_steps, n_layers, batch, units], self.zoneout, values)
+                keep_c = keep_masks([n_steps, n_layers, batch, units], self.zoneout, memory_in.values)
+                keep_h = keep_masks([n_steps, n_layers, batch, units], self.zoneout, memory_in.values)
         elif prenet_masks is not None:
             prenet_keep = [m.transpose(0, 1) for m in prenet_masks]
         go_frame = torch.zeros(batch, n_mels, dtype=memory.dtype, device=memory.device)
         if torch.jit.is_scripting():
-            frames, stop, alignments, finished = decoder_loop(
-                n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
-                self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
-                keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
-                att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight,
-                projection_bias, r * n_mels, self.training, self.stop_at_any)
+            w = self.step_weights()
+            if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):  # packed per call: no cache here
+                packed: list[Tensor] = []
+                for x in w.lstm_weights:
+                    packed.append(pack(x))
+                w = with_packed(w, packed)
+            frames, stop, alignments, finished, _ = decoder_loop(
+                n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, None,
+                self.training, self.stop_at_any)
         else:
-            frames, stop, alignments, finished = _eager_decoder_loop(
-                n_steps, mask_steps, teacher_gates, go_frame, prenet_weights, prenet_biases, self.prenet.activation,
-                self.prenet.drop_rate, prenet_keep, lstm_weights, lstm_biases, self.zoneout, keep_c, keep_h, values,
-                keys_t, score_bias, query_weight, location_weight, att.pad_before, att.pad_after,
-                att.attention_variable_projection, att.smoothing, att.cumulate_weights, projection_weight,
-                projection_bias, r * n_mels, self.training, self.stop_at_any)
+            w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, batch)
+            frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
+                n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, taps,
+                self.training, self.stop_at_any, python=w.lstm_packed_t is not None)
+            if holder is not None:
+                holder.inputs = list(step_inputs)
         if not finished and mask_steps < n_steps:
             raise ValueError(block + ": argument `noise_masks` covers " + str(mask_steps) + " decoder steps but the "
                              "decoder has not stopped after them; pass masks of shape (batch, max_iters, size) or a "
@@ -552,18 +556,11 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         return DecoderStep(self)
 
     @torch.jit.export
-    def step_weights(self) -> tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor], list[Tensor]]:
-        """The weights of the loop in the forms it uses (small tensors derived from the parameters per call; the
-        large LSTM weights are used as they are, no copy).
-
-        Returns:
-            ``(lstm_weights, lstm_biases, prenet_weights, prenet_biases, [location_weight, key_bias, query_weight,
-            projection_weight, projection_bias])``: the LSTM weights ``(4u, in + u)``, their biases with the
-            forget bias, the pre-net ``(in, out)`` views, the fused location kernel ``(units, 1, kernel)``
-            (``location_features_layer @ location_features_convolution``), ``attention_bias`` plus the fused
-            location bias ``(units,)``, the query kernel ``(u, units)``, and the frame and stop projections
-            stacked ``(r * num_mels + r, u + memory_size)`` with their bias.
-        """
+    def step_weights(self) -> DecoderWeights:
+        """The weights of a step in the forms :func:`decoder_step` uses (small tensors derived from the parameters
+        per call: the fused location kernel ``location_features_layer @ location_features_convolution``, the LSTM
+        biases with the forget bias, the frame and stop projections stacked; the large LSTM weights as they are,
+        no copy, and not packed)."""
         att = self.attention
         lstm_weights: list[Tensor] = []
         lstm_biases: list[Tensor] = []
@@ -573,23 +570,87 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         prenet_weights: list[Tensor] = []
         prenet_biases: list[Tensor] = []
         for layer in self.prenet.layers:
-            prenet_weights.append(layer.weight.t())
+            prenet_weights.append(layer.weight)
             b = layer.bias
             assert b is not None
             prenet_biases.append(b)
-        w_loc = att.location_layer.weight
-        location_weight = torch.mm(w_loc, att.location_convolution.weight.squeeze(1)).unsqueeze(1)
-        conv_bias = att.location_convolution.bias
-        assert conv_bias is not None
-        key_bias = att.attention_bias + F.linear(conv_bias, w_loc)
+        location_weight, _ = att.fused_location_weights()
         fp = self.frame_projection.dense
         sp = self.stop_projection.dense
         fb, sb = fp.bias, sp.bias
         assert fb is not None and sb is not None
-        projection_weight = torch.cat([fp.weight, sp.weight], 0)
-        projection_bias = torch.cat([fb, sb], 0)
-        return lstm_weights, lstm_biases, prenet_weights, prenet_biases, [
-            location_weight, key_bias, att.query_layer.weight.t(), projection_weight, projection_bias]
+        return DecoderWeights(prenet_weights, prenet_biases, lstm_weights, lstm_biases, att.query_layer.weight,
+                              location_weight, att.attention_variable_projection, torch.cat([fp.weight, sp.weight], 0),
+                              torch.cat([fb, sb], 0), None, None)
+
+    @torch.jit.export
+    def step_config(self) -> DecoderConfig:
+        """The constants of a step (:class:`DecoderConfig`)."""
+        att = self.attention
+        return DecoderConfig(self.prenet.activation, self.prenet.drop_rate, self.zoneout, att.pad_before,
+                             att.pad_after, att.smoothing, att.cumulate_weights, self.outputs_per_step * self.num_mels)
+
+    @torch.jit.export
+    def attention_memory(self, memory: Tensor, memory_lengths: Optional[Tensor] = None, checked: bool = False
+                         ) -> AttentionMemory:
+        """The utterance's :class:`AttentionMemory` (values, keys with every constant bias, the energy mask).
+
+        Args:
+            memory: ``(batch, T_in, memory_size)``.
+            memory_lengths: ``(batch,)`` integer lengths in ``[1, T_in]``, or ``None`` (full length).
+            checked: the lengths were checked (skip the check, and the mask when every length is ``T_in``).
+        """
+        att = self.attention
+        max_time = memory.shape[1]
+        values = memory
+        score_bias: Optional[Tensor] = None
+        if memory_lengths is not None and att.mask_encoder:
+            if not checked:
+                check_memory_lengths(memory_lengths, "memory_lengths", "Tacotron2Decoder", memory.shape[0], max_time)
+            if not checked or int(memory_lengths.min()) < max_time:
+                lengths = memory_lengths.to(memory.device)
+                values = memory * memory_mask(lengths, max_time, memory.dtype).unsqueeze(-1)
+                score_bias = score_bias_of(lengths, max_time, memory.dtype)
+        _, location_bias = att.fused_location_weights()
+        keys = F.linear(values, att.memory_layer.weight, att.attention_bias + location_bias)
+        return AttentionMemory(values, keys.transpose(1, 2).contiguous(), score_bias)
+
+    @torch.jit.unused
+    def _loop_weights(self, teacher_forced: bool, n_steps: int, batch: int
+                      ) -> tuple[DecoderWeights, Optional[list[Tensor]], Optional[StepInputs]]:
+        """The weights an eager call's loop runs with, and the weight-gradient taps when it trains.
+
+        Without gradient (inference, GTA): the LSTM weights packed for oneDNN, cached until a weight changes.
+        Teacher-forced with gradient: the LSTM weights detached in the loop, their gradients from one product over
+        all steps (:class:`~torch_layers._packed_linear.WeightGradTap`), the steps' products packed when possible
+        (packed again at every call: the weights change between training steps).
+        """
+        w = self.step_weights()
+        lstm_weights, lstm_biases = w.lstm_weights, w.lstm_biases
+        recording = torch.is_grad_enabled() and any(x.requires_grad for x in lstm_weights + lstm_biases)
+        packable = all(can_pack(x) for x in lstm_weights)
+        if not recording:
+            return w._replace(lstm_packed=self._inference_packs() if packable else None), None, None
+        if not teacher_forced:
+            return w, None, None
+        holder = StepInputs(len(lstm_weights))
+        taps = [WeightGradTap.apply(lstm_weights[k], lstm_biases[k], n_steps, batch, holder, k)
+                for k in range(len(lstm_weights))]
+        detached = [x.detach() for x in lstm_weights]
+        w = w._replace(lstm_weights=detached, lstm_biases=[x.detach() for x in lstm_biases])
+        if packable:
+            w = w._replace(lstm_packed=[pack(x) for x in detached], lstm_packed_t=[pack(x.t()) for x in detached])
+        return w, taps, holder
+
+    @torch.jit.unused
+    def _inference_packs(self) -> list[Tensor]:
+        weights = [cell.weight for cell in self.decoder_lstm.cells]
+        key = tuple((x.data_ptr(), x._version) for x in weights)
+        cached = _PACKED_CACHE.get(self)
+        if cached is None or cached[0] != key:
+            cached = (key, [pack(x) for x in weights])
+            _PACKED_CACHE[self] = cached
+        return cached[1]
 
     def extra_repr(self) -> str:
         return (f"memory_size={self.memory_size}, num_mels={self.num_mels}, outputs_per_step={self.outputs_per_step}, "
@@ -629,18 +690,15 @@ class DecoderAttentionMemory(nn.Module):
 
     def forward(self, memory: Tensor, memory_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         att = self.decoder.attention
-        w_loc = att.location_layer.weight
-        conv_bias = att.location_convolution.bias
-        assert conv_bias is not None
-        key_bias = att.attention_bias + F.linear(conv_bias, w_loc)
         score_bias = torch.zeros(memory.shape[0], memory.shape[1], dtype=memory.dtype, device=memory.device)
         values = memory
         if att.mask_encoder:
-            valid = memory_mask(memory_lengths.to(memory.device), memory.shape[1], memory.dtype)
-            values = memory * valid.unsqueeze(-1)
-            score_bias = score_bias.masked_fill(valid == 0, float("-inf"))
-        keys = F.linear(values, att.memory_layer.weight)
-        return values, (keys + key_bias).transpose(1, 2).contiguous(), score_bias
+            lengths = memory_lengths.to(memory.device)
+            values = memory * memory_mask(lengths, memory.shape[1], memory.dtype).unsqueeze(-1)
+            score_bias = score_bias_of(lengths, memory.shape[1], memory.dtype)
+        _, location_bias = att.fused_location_weights()
+        keys = F.linear(values, att.memory_layer.weight, att.attention_bias + location_bias)
+        return values, keys.transpose(1, 2).contiguous(), score_bias
 
 
 class DecoderStep(nn.Module):
@@ -701,36 +759,11 @@ class DecoderStep(nn.Module):
             ``(batch, r)`` stop probabilities, ``(batch, T_in)``, then the new state.
         """
         d = self.decoder
-        att = d.attention
-        lstm_weights, lstm_biases, prenet_weights, prenet_biases, step_tensors = d.step_weights()
-        location_weight, _, query_weight, projection_weight, projection_bias = step_tensors
-        rate = d.prenet.drop_rate
-        x = frame
-        for i in range(len(prenet_weights)):
-            x = activations.apply(d.prenet.activation, torch.mm(x, prenet_weights[i]) + prenet_biases[i])
-            if rate > 0.0:
-                x = x * (1.0 / (1.0 - rate)) * (torch.rand_like(x, dtype=torch.float32) >= rate).to(x.dtype)
-        new_cells: list[Tensor] = []
-        new_hiddens: list[Tensor] = []
-        gates = F.linear(torch.cat([x, context, hiddens[0]], 1), lstm_weights[0], lstm_biases[0])
-        for k in range(len(lstm_weights)):
-            if k > 0:
-                gates = F.linear(torch.cat([x, hiddens[k]], 1), lstm_weights[k], lstm_biases[k])
-            c_new, h_new = lstm_from_gates(gates, cells[k])
-            new_cells.append(zoneout(c_new, cells[k], d.zoneout, None))
-            new_hiddens.append(zoneout(h_new, hiddens[k], d.zoneout, None))
-            x = h_new
-        s = attention_state.unsqueeze(1)
-        if att.pad_before == att.pad_after:
-            location = F.conv1d(s, location_weight, None, 1, att.pad_before)
-        else:
-            location = F.conv1d(F.pad(s, [att.pad_before, att.pad_after]), location_weight)
-        energy = torch.matmul(att.attention_variable_projection,
-                              torch.tanh(keys + torch.mm(x, query_weight).unsqueeze(2) + location))
-        alignments = normalize_energy(energy + score_bias, att.smoothing)
-        context = torch.bmm(alignments.unsqueeze(1), values).squeeze(1)
-        attention_state = alignments + attention_state if att.cumulate_weights else alignments
-        projected = F.linear(torch.cat([x, context], 1), projection_weight, projection_bias)
-        frame_size = d.outputs_per_step * d.num_mels
-        return (projected[:, :frame_size], torch.sigmoid(projected[:, frame_size:]), alignments, context,
-                attention_state, torch.stack(new_cells, 0), torch.stack(new_hiddens, 0))
+        w = d.step_weights()
+        cfg = d.step_config()
+        x = prenet_step(frame, w.prenet_weights, w.prenet_biases, cfg.prenet_activation, cfg.prenet_rate)
+        state = DecoderState(context, attention_state, list(cells.unbind(0)), list(hiddens.unbind(0)))
+        projected, alignments, state, _ = decoder_step(x, state, AttentionMemory(values, keys, score_bias), w, cfg)
+        frame_size = cfg.frame_size
+        return (projected[:, :frame_size], torch.sigmoid(projected[:, frame_size:]), alignments, state.context,
+                state.attention_state, torch.stack(state.cells, 0), torch.stack(state.hiddens, 0))

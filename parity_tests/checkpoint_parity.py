@@ -382,7 +382,8 @@ def _block_outputs(framework, model, probes, masks, masked):
 
 
 def _whole_outputs(framework, model, hp, runs, steps, weights, progress):
-    """``{run index: outputs}`` of one framework's whole model."""
+    """``{run index: outputs}`` of one framework's whole model (``framework``: ``"Keras"``, else torch's, named so
+    in the progress lines)."""
     import torch
 
     fn = _keras_model_run if framework == "Keras" else _torch_model_run
@@ -491,13 +492,13 @@ def _torch_side_rows(checkpoint, weights, hp, runs, steps, say, perturb, migrate
     model.load_tf1_weights(w)
     rows = [_weights_row(model, weights)]
     first = _whole_outputs("torch", model, hp, runs, steps, w, say)
-    again = _whole_outputs("torch", model, hp, runs, steps, w, say)
+    again = _whole_outputs("torch (rerun)", model, hp, runs, steps, w, say)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "model.pt")
         say("torch: speechblocks migrate --to torch, then Tacotron2.from_migrated")
         migrate_checkpoint(checkpoint, "torch", path, **migrate_kwargs)
         migrated = torch_layers.Tacotron2.from_migrated(path)
-    reloaded = _whole_outputs("torch", migrated, hp, runs, steps, weights, say)
+    reloaded = _whole_outputs("torch (migrated .pt)", migrated, hp, runs, steps, weights, say)
     for j, run in enumerate(runs):
         n_steps = first[j]["alignments"].shape[-1]
         for key in ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments", "linear_outputs"):

@@ -149,6 +149,7 @@ def _parity_checkpoint(args) -> int:
     if args.block:
         raise UsageError("--block selects cases of the built-in suite; with --checkpoint every block of the "
                          "checkpoint's model is compared")
+    _precheck_checkpoint(args.checkpoint)  # a missing or damaged checkpoint: refused before TensorFlow loads
     keras = _tensorflow_for_parity(args.skip_legacy)
     load_torch()
     try:

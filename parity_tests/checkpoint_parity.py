@@ -23,6 +23,13 @@ Rows (:class:`parity_tests.report.Row`), for each of ``TF1->Keras``, ``TF1->torc
   compare the real stop probabilities), and a row checks that all ran the same number of steps. Outputs
   ``decoder_outputs``, ``mel_outputs``, ``stop_token_prediction``, ``alignments`` (and ``linear_outputs``).
 
+Without TensorFlow (``skip_keras``, which needs ``skip_legacy``: ``speechblocks parity --checkpoint CKPT
+--skip-legacy`` where ``import tensorflow`` fails) nothing can be compared with Keras or TF1; the rows are then the
+torch side's own checks, named so that none reads as a comparison with another framework: the weights the torch
+model loaded equal the checkpoint's (``checkpoint->torch``), every output of the GTA and free-running runs is finite
+(``torch finite``) and the same on a second run (``torch rerun``), and the model ``speechblocks migrate --to torch``
+writes reloads to the same outputs (``torch<->migrated .pt``).
+
 Tolerances are the parity suite's (docs/ARCHITECTURE.md, tolerances), as the block and whole-model cases use them: 1e-5 for the blocks
 (relative to ``max(1, max |ref|)`` where the block's case compares relative), 1e-4 for the encoder LSTM, the
 CBHG and the whole model.
@@ -36,6 +43,7 @@ import importlib.util
 import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 
@@ -45,7 +53,7 @@ from .cases._common import FLOAT32_TOL, LONG_RECURRENCE_TOL, to_numpy, torch_ten
 from .report import Row, compare
 
 __all__ = ["run_checkpoint_parity", "rows_to_json", "LegacyReferenceUnavailable", "legacy_reference_available",
-           "STOP_BIAS_SHIFT"]
+           "STOP_BIAS_SHIFT", "TORCH_SIDE_CHECKS"]
 
 MODEL_SCOPE = "Tacotron_model/inference"
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
@@ -56,6 +64,8 @@ T_IN = 16  # symbols per input row (the other rows are shorter: masked lengths)
 BLOCK_STEPS = 5  # decoder steps of the decoder-LSTM and attention block rows
 BLOCK_FRAMES = 24  # frames of the postnet / CBHG block rows
 COMPARISONS = ("TF1->Keras", "TF1->torch", "Keras<->torch")
+#: the rows of the torch side alone (``skip_keras``): no other framework is compared
+TORCH_SIDE_CHECKS = ("checkpoint->torch", "torch finite", "torch rerun", "torch<->migrated .pt")
 WHOLE_MODEL = "Tacotron2"
 
 
@@ -372,7 +382,8 @@ def _block_outputs(framework, model, probes, masks, masked):
 
 
 def _whole_outputs(framework, model, hp, runs, steps, weights, progress):
-    """``{run index: outputs}`` of one framework's whole model."""
+    """``{run index: outputs}`` of one framework's whole model (``framework``: ``"Keras"``, else torch's, named so
+    in the progress lines)."""
     import torch
 
     fn = _keras_model_run if framework == "Keras" else _torch_model_run
@@ -430,9 +441,82 @@ def _model_rows(runs, outputs, legacy, steps):
     return rows
 
 
+def _read_model(checkpoint, hparams, overrides, use_ema: bool, say) -> tuple[dict, object]:
+    """``(weights, hparams)`` of the checkpoint's model, read in numpy (no TensorFlow needed)."""
+    from speechblocks import checkpoint_hparams
+    from speechblocks.tf1_checkpoint import read_tf1_weights
+
+    say(f"reading {os.fspath(checkpoint)}")
+    weights = read_tf1_weights(checkpoint, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema)
+    if not weights:
+        raise ValueError(f"TF1 checkpoint {os.fspath(checkpoint)!r} holds no variable under '{MODEL_SCOPE}/'.")
+    hp = checkpoint_hparams({k: tuple(np.shape(v)) for k, v in weights.items()}, hparams, overrides,
+                            source=f"TF1 checkpoint {os.fspath(checkpoint)!r}")
+    n_params = sum(int(np.size(v)) for v in weights.values())
+    say(f"model: {len(weights)} variables, {n_params / 1e6:.1f}M parameters; {hp.variant} (r={hp.outputs_per_step}, "
+        f"speaker embedding {hp.speaker_embedding_size or 'none'}, predict_linear={hp.predict_linear})"
+        + (", EMA shadows" if use_ema else ""))
+    return weights, hp
+
+
+# -- the torch side alone (no TensorFlow) ------------------------------------------------------------------------
+def _weights_row(model, weights) -> Row:
+    """The loaded model's variables (``tf1_weights()``, TF1 layout) against the checkpoint's, all in one row."""
+    got = model.tf1_weights()
+    output = f"{len(weights)} variables: the loaded model's tf1_weights() vs the checkpoint's"
+    if sorted(got) != sorted(weights):
+        missing, extra = sorted(set(weights) - set(got)), sorted(set(got) - set(weights))
+        return Row(WHOLE_MODEL, "checkpoint->torch", output, float("inf"), FLOAT32_TOL, False,
+                   f"names differ: missing {missing[:3]}, unexpected {extra[:3]}")
+    names = sorted(weights)
+    return compare(WHOLE_MODEL, "checkpoint->torch", output,
+                   np.concatenate([np.ravel(to_numpy(got[k])) for k in names]),
+                   np.concatenate([np.ravel(np.asarray(weights[k], np.float32)) for k in names]), FLOAT32_TOL)
+
+
+def _finite_row(output: str, value) -> Row:
+    value = np.asarray(value)
+    bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+    return Row(WHOLE_MODEL, "torch finite", output, float(bad), 0.0, True,
+               f"{bad} non-finite of {np.size(value)} values (the max |Δ| column counts them)")
+
+
+def _torch_side_rows(checkpoint, weights, hp, runs, steps, say, perturb, migrate_kwargs) -> list[Row]:
+    """The rows of :data:`TORCH_SIDE_CHECKS`: what can be checked of the torch side without TensorFlow."""
+    import torch_layers
+    from speechblocks.migration import migrate_checkpoint
+
+    w = dict(weights) if perturb is None else perturb("torch", dict(weights))
+    say("torch: building the model and loading the checkpoint's weights (no TensorFlow: no Keras, no TF1 reference)")
+    model = torch_layers.Tacotron2(hp).eval()
+    model.load_tf1_weights(w)
+    rows = [_weights_row(model, weights)]
+    first = _whole_outputs("torch", model, hp, runs, steps, w, say)
+    again = _whole_outputs("torch (rerun)", model, hp, runs, steps, w, say)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model.pt")
+        say("torch: speechblocks migrate --to torch, then Tacotron2.from_migrated")
+        migrate_checkpoint(checkpoint, "torch", path, **migrate_kwargs)
+        migrated = torch_layers.Tacotron2.from_migrated(path)
+    reloaded = _whole_outputs("torch (migrated .pt)", migrated, hp, runs, steps, weights, say)
+    for j, run in enumerate(runs):
+        n_steps = first[j]["alignments"].shape[-1]
+        for key in ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments", "linear_outputs"):
+            if key not in first[j]:
+                continue
+            output = f"{run.label} [{n_steps} steps]: {key}"
+            rows.append(_finite_row(output, first[j][key]))
+            rows.append(compare(WHOLE_MODEL, "torch rerun", output, again[j].get(key, np.zeros(0)), first[j][key],
+                                LONG_RECURRENCE_TOL))
+            rows.append(compare(WHOLE_MODEL, "torch<->migrated .pt", output, reloaded[j].get(key, np.zeros(0)),
+                                first[j][key], LONG_RECURRENCE_TOL))
+    return rows
+
+
 def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None = None, use_ema: bool = False,
                           steps: int = 20, batch: int = 2, seed: int = 0, progress: Callable[[str], None] | None = None,
-                          skip_legacy: bool = False, _perturb: Callable | None = None) -> list[Row]:
+                          skip_legacy: bool = False, skip_keras: bool = False,
+                          _perturb: Callable | None = None) -> list[Row]:
     """Parity of a real TF1 Tacotron-2 checkpoint: TF1 reference graph -> Keras / torch, Keras <-> torch.
 
     Args:
@@ -449,17 +533,20 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
         seed: seed of every random input and keep-mask.
         progress: called with one line per stage (the CLI prints them to stderr); ``None`` is silent.
         skip_legacy: compare Keras and torch only (no TF1 reference, no ``tf_keras`` needed).
+        skip_keras: with ``skip_legacy``: no TensorFlow at all; only the torch side's own checks run
+            (:data:`TORCH_SIDE_CHECKS`; no comparison with another framework is made).
         _perturb: test hook ``(framework, weights) -> weights`` ("Keras" / "torch") applied before that
             framework's model loads them (a sabotaged twin must fail its rows).
 
     Returns:
         the rows (:class:`parity_tests.report.Row`): per block of the model and for the whole model (GTA and free
-        running), ``TF1->Keras``, ``TF1->torch`` and ``Keras<->torch`` (only the last with ``skip_legacy``);
-        ``parity_tests.report.format_table`` prints them, :func:`rows_to_json` serialises them.
+        running), ``TF1->Keras``, ``TF1->torch`` and ``Keras<->torch`` (only the last with ``skip_legacy``; with
+        ``skip_keras`` the whole model's :data:`TORCH_SIDE_CHECKS` instead); ``parity_tests.report.format_table``
+        prints them, :func:`rows_to_json` serialises them.
 
     Raises:
         LegacyReferenceUnavailable: ``tf_keras`` is not installed and ``skip_legacy`` is False (checked first).
-        ValueError: bad ``steps``/``batch``; an unreadable checkpoint, one without ``Tacotron_model/inference/``
+        ValueError: bad ``steps``/``batch``, ``skip_keras`` without ``skip_legacy``; an unreadable checkpoint, one without ``Tacotron_model/inference/``
             variables, ``use_ema`` without shadows, or hparams contradicting the shapes.
         FileNotFoundError: the checkpoint does not exist.
         parity_tests.reference.LegacyReferenceError: the TF1 reference subprocess failed (its stderr tail).
@@ -471,26 +558,22 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
     for name, value in (("steps", steps), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"run_checkpoint_parity: `{name}` must be an integer >= 1; got {value!r}.")
+    if skip_keras and not skip_legacy:
+        raise ValueError("run_checkpoint_parity: `skip_keras` needs `skip_legacy` (the TF1 reference needs "
+                         "TensorFlow too).")
     steps, batch = int(steps), int(batch)
     say = progress or (lambda line: None)
     t_start = time.perf_counter()
 
-    from speechblocks import checkpoint_hparams
-    from tf_layers.checkpoint import read_tf1_weights
-
-    say(f"reading {os.fspath(checkpoint)}")
-    weights = read_tf1_weights(checkpoint, MODEL_SCOPE, use_ema=use_ema, require_ema=use_ema)
-    if not weights:
-        raise ValueError(f"TF1 checkpoint {os.fspath(checkpoint)!r} holds no variable under '{MODEL_SCOPE}/'.")
-    hp = checkpoint_hparams({k: tuple(np.shape(v)) for k, v in weights.items()}, hparams, overrides,
-                            source=f"TF1 checkpoint {os.fspath(checkpoint)!r}")
-    n_params = sum(int(np.size(v)) for v in weights.values())
-    say(f"model: {len(weights)} variables, {n_params / 1e6:.1f}M parameters; {hp.variant} (r={hp.outputs_per_step}, "
-        f"speaker embedding {hp.speaker_embedding_size or 'none'}, predict_linear={hp.predict_linear})"
-        + (", EMA shadows" if use_ema else ""))
-
-    probes = _probes(hp, weights, batch, seed)
+    weights, hp = _read_model(checkpoint, hparams, overrides, use_ema, say)
     runs = _model_runs(hp, batch, steps, seed)
+    if skip_keras:
+        rows = _torch_side_rows(checkpoint, weights, hp, runs, steps, say, _perturb,
+                                dict(use_ema=use_ema, hparams=hparams, overrides=overrides))
+        say(f"{len(rows)} rows of the torch side alone, {sum(not r.passed for r in rows)} failed "
+            f"({time.perf_counter() - t_start:.1f} s)")
+        return rows
+    probes = _probes(hp, weights, batch, seed)
 
     legacy_future, executor, weights_file = None, None, None
     if not skip_legacy:

@@ -4,7 +4,9 @@
 Conventions of every subcommand:
 
 * exit status 0 on success, 1 when a parity run has a FAIL row, 2 for a usage or input error (a missing or
-  unreadable file, bad text, a wrong speaker embedding ...), 3 for an unexpected internal error (a bug);
+  unreadable file, bad text, a wrong speaker embedding ...), 3 for an unexpected internal error (a bug), 4 when
+  ``parity --checkpoint --skip-legacy`` ran without TensorFlow: the torch side's own checks passed, but no
+  comparison with Keras (or TF1) was made, so parity is not established;
 * errors are one line on stderr (``speechblocks <command>: error: ...``), without a traceback unless ``--debug``;
 * a TF1 checkpoint is validated, then read in numpy, no TensorFlow needed (truncated, corrupted, hostile files: exit 2, one line
   naming the file and the problem); variables holding NaN/inf are refused (exit 2) unless ``--allow-nonfinite``
@@ -105,11 +107,15 @@ def _say(command: str, line: str) -> None:
 
 
 # -- parity ----------------------------------------------------------------------------------------
+#: ``parity --checkpoint --skip-legacy`` without TensorFlow: the torch side's checks passed, no comparison was made
+EXIT_PARITY_NOT_ESTABLISHED = 4
+
+
 def _cmd_parity(args) -> int:
-    load_tensorflow()
-    load_torch()
     if args.checkpoint:
         return _parity_checkpoint(args)
+    load_tensorflow()
+    load_torch()
     from parity_tests.cases import discover, run_all
 
     modules = discover()
@@ -143,14 +149,41 @@ def _parity_checkpoint(args) -> int:
     if args.block:
         raise UsageError("--block selects cases of the built-in suite; with --checkpoint every block of the "
                          "checkpoint's model is compared")
+    _precheck_checkpoint(args.checkpoint)  # a missing or damaged checkpoint: refused before TensorFlow loads
+    keras = _tensorflow_for_parity(args.skip_legacy)
+    load_torch()
     try:
         rows = run_checkpoint_parity(args.checkpoint, _hparams_arg(args.hparams), overrides=_overrides(args.set),
                                      use_ema=args.use_ema, steps=args.steps, skip_legacy=args.skip_legacy,
-                                     progress=lambda line: _say("parity", line))
+                                     skip_keras=not keras, progress=lambda line: _say("parity", line))
     except LegacyReferenceUnavailable as e:
         raise UsageError(str(e)) from None
     _print_rows(rows, args.json)
-    return 0 if all(r.passed for r in rows) else 1
+    if not all(r.passed for r in rows):
+        return 1
+    if keras:
+        return 0
+    note = ("parity not established: the Keras<->torch comparison needs TensorFlow, which cannot be imported here "
+            f"(pip install 'speechblocks[tf]'); only the torch side's own checks ran (exit status "
+            f"{EXIT_PARITY_NOT_ESTABLISHED})")
+    if args.json:
+        _say("parity", note)
+    else:
+        print(note)
+    return EXIT_PARITY_NOT_ESTABLISHED
+
+
+def _tensorflow_for_parity(skip_legacy: bool) -> bool:
+    """Loads TensorFlow for ``parity --checkpoint``; False when it cannot be imported and ``--skip-legacy`` lets the
+    torch side run alone."""
+    try:
+        load_tensorflow()
+    except UsageError:
+        if not skip_legacy:
+            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]' (with --skip-legacy the torch "
+                             "side's own checks run without it, but no comparison is made)") from None
+        return False
+    return True
 
 
 # -- inspect / migrate -----------------------------------------------------------------------------
@@ -537,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, parents=[_common()], formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Keras and PyTorch twins of the TF1 Tacotron-2: parity, checkpoint migration, synthesis.",
-        epilog="exit status: 0 ok, 1 parity FAIL, 2 usage or input error, 3 internal error.\n"
+        epilog="exit status: 0 ok, 1 parity FAIL, 2 usage or input error, 3 internal error, 4 parity not "
+               "established (--checkpoint --skip-legacy without TensorFlow: only the torch side's checks ran).\n"
                "run 'speechblocks COMMAND --help' for a command's options and examples.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -552,7 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--use-ema", action="store_true", help="with --checkpoint: use the EMA shadows")
     pp.add_argument("--steps", type=int, default=20, help="with --checkpoint: free-running decoder steps (20)")
     pp.add_argument("--skip-legacy", action="store_true",
-                    help="with --checkpoint: Keras vs torch only (no TF1 reference, no tf_keras needed)")
+                    help="with --checkpoint: Keras vs torch only (no TF1 reference, no tf_keras needed); where "
+                         "TensorFlow cannot be imported, the torch side's own checks only (exit status 4 when they "
+                         "pass: no comparison was made)")
     pp.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     pp.set_defaults(func=_cmd_parity)
 

@@ -290,6 +290,50 @@ def resolve_hparams(hparams=None, n_symbols: int | None = None, **overrides) -> 
     Raises:
         ValueError: naming the first bad hparam (wrong type or value, unsupported option, unknown override).
     """
+    hp, given = _merged(hparams, overrides)
+    _check_supported(hp)
+    prenet_layers = _prenet_layers(hp)
+    n_sym = _n_symbols(hparams, given, n_symbols)
+    spk = hp.get("speaker_embedding_size")
+    spk = 0 if spk is None else _int(hp, "speaker_embedding_size", minimum=0)
+    predict_linear, num_freq = _linear_output(hp)
+    checked = {name: check(hp, name, **bounds) for name, check, bounds in _CHECKED}
+    return Tacotron2HParams(n_symbols=n_sym, speaker_embedding_size=spk, prenet_layers=prenet_layers,
+                            predict_linear=predict_linear, num_freq=num_freq,
+                            batch_norm_position=hp["batch_norm_position"], **checked)
+
+
+#: the hparams checked by type and range, in the order their errors are found (after the ones
+#: :func:`resolve_hparams` checks first: the unsupported options, ``prenet_layers``, ``n_symbols``,
+#: ``speaker_embedding_size``, ``predict_linear`` and ``num_freq``)
+_UNIT = dict(low=0.0, high=1.0)
+_UNIT_OPEN = dict(low=0.0, high=1.0, high_open=True)
+_CHECKED = (
+    ("num_mels", _int, {}), ("outputs_per_step", _int, {}), ("embedding_dim", _int, {}),
+    ("enc_conv_num_layers", _int, {}), ("enc_conv_kernel_size", _int, {}), ("enc_conv_channels", _int, {}),
+    ("encoder_lstm_units", _int, {}),
+    ("attention_dim", _int, {}), ("attention_filters", _int, {}), ("attention_kernel", _int, {}),
+    ("smoothing", _bool, {}), ("cumulative_weights", _bool, {}), ("mask_encoder", _bool, {}),
+    ("decoder_layers", _int, {}), ("decoder_lstm_units", _int, {}), ("max_iters", _int, {}),
+    ("stop_at_any", _bool, {}),
+    ("postnet_num_layers", _int, {}), ("postnet_kernel_size", _int, {}), ("postnet_channels", _int, {}),
+    ("cbhg_kernels", _int, {}), ("cbhg_conv_channels", _int, {}), ("cbhg_pool_size", _int, {}),
+    ("cbhg_projection", _int, {}), ("cbhg_projection_kernel_size", _int, {}),
+    ("cbhg_highwaynet_layers", _int, dict(minimum=0)), ("cbhg_highway_units", _int, {}), ("cbhg_rnn_units", _int, {}),
+    ("tacotron_zoneout_rate", _float, _UNIT), ("tacotron_dropout_rate", _float, _UNIT_OPEN),
+    ("clip_outputs", _bool, {}), ("lower_bound_decay", _float, dict(low=0.0)),
+    ("symmetric_mels", _bool, {}), ("max_abs_value", _float, dict(low=0.0)), ("mask_decoder", _bool, {}),
+    ("cross_entropy_pos_weight", _float, dict(low=0.0)), ("sample_rate", _int, {}),
+    ("tacotron_reg_weight", _float, dict(low=0.0)), ("tacotron_scale_regularization", _bool, {}),
+    ("tacotron_adam_beta1", _float, _UNIT_OPEN), ("tacotron_adam_beta2", _float, _UNIT_OPEN),
+    ("tacotron_adam_epsilon", _float, dict(low=0.0)), ("tacotron_initial_learning_rate", _float, dict(low=0.0)),
+    ("tacotron_clip_gradients", _bool, {}),
+)
+
+
+def _merged(hparams, overrides: dict) -> tuple[dict, dict]:
+    """``(hp, given)``: the RTVC preset's values, replaced by the names ``hparams`` gives (``given``, every name it
+    holds) that the model uses, then by ``overrides`` (unknown names refused)."""
     unknown = sorted(k for k in overrides if k not in HPARAM_NAMES)
     if unknown:
         raise ValueError(f"Tacotron2: unknown hparam override(s) {unknown}; known names: the keys of "
@@ -302,7 +346,11 @@ def resolve_hparams(hparams=None, n_symbols: int | None = None, **overrides) -> 
     if "speaker_embedding_size" not in given:
         hp["speaker_embedding_size"] = None  # hparams without the name (Rayhane's) describe a model without one
     hp.update(overrides)
+    return hp, given
 
+
+def _check_supported(hp: dict) -> None:
+    """Options of the originals this port does not implement, and the batch-norm position's two values."""
     if hp.get("synthesis_constraint"):
         raise ValueError("Tacotron2: hparam `synthesis_constraint=True` (Rayhane's attention windowing at "
                          "synthesis) is not supported; set it to False.")
@@ -314,74 +362,26 @@ def resolve_hparams(hparams=None, n_symbols: int | None = None, **overrides) -> 
     if hp["batch_norm_position"] not in ("before", "after"):
         raise ValueError(f"Tacotron2: hparam `batch_norm_position` must be 'before' or 'after'; "
                          f"got {hp['batch_norm_position']!r}.")
+
+
+def _prenet_layers(hp: dict) -> tuple[int, ...]:
     prenet = hp["prenet_layers"]
     if isinstance(prenet, (str, bytes)) or not hasattr(prenet, "__len__") or len(prenet) == 0:
         raise ValueError(f"Tacotron2: hparam `prenet_layers` must be a non-empty list of integers; got {prenet!r}.")
-    prenet_layers = tuple(_int({"prenet_layers": p}, "prenet_layers") for p in prenet)
-    if n_symbols is None:  # a Tacotron2HParams or a saved config carries its table size
+    return tuple(_int({"prenet_layers": p}, "prenet_layers") for p in prenet)
+
+
+def _n_symbols(hparams, given: dict, n_symbols) -> int:
+    """The symbol table's size: ``n_symbols``, else the one a ``Tacotron2HParams`` or a saved config carries, else 66."""
+    if n_symbols is None:
         n_symbols = hparams.n_symbols if isinstance(hparams, Tacotron2HParams) else given.get("n_symbols")
-    n_sym = 66 if n_symbols is None else n_symbols
-    n_sym = _int({"n_symbols": n_sym}, "n_symbols")
-    spk = hp.get("speaker_embedding_size")
-    spk = 0 if spk is None else _int(hp, "speaker_embedding_size", minimum=0)
+    return _int({"n_symbols": 66 if n_symbols is None else n_symbols}, "n_symbols")
+
+
+def _linear_output(hp: dict) -> tuple[bool, int]:
+    """``(predict_linear, num_freq)``; ``num_freq`` is required with ``predict_linear`` (0 when absent without)."""
     predict_linear = _bool(hp, "predict_linear")
-    num_freq = 0
-    if predict_linear:
-        if hp.get("num_freq") is None:
-            raise ValueError("Tacotron2: hparam `num_freq` is needed when `predict_linear` is True (the linear "
-                             "spectrogram's bins, n_fft // 2 + 1).")
-        num_freq = _int(hp, "num_freq")
-    elif hp.get("num_freq") is not None:
-        num_freq = _int(hp, "num_freq")
-    return Tacotron2HParams(
-        n_symbols=n_sym,
-        num_mels=_int(hp, "num_mels"),
-        outputs_per_step=_int(hp, "outputs_per_step"),
-        embedding_dim=_int(hp, "embedding_dim"),
-        enc_conv_num_layers=_int(hp, "enc_conv_num_layers"),
-        enc_conv_kernel_size=_int(hp, "enc_conv_kernel_size"),
-        enc_conv_channels=_int(hp, "enc_conv_channels"),
-        encoder_lstm_units=_int(hp, "encoder_lstm_units"),
-        speaker_embedding_size=spk,
-        attention_dim=_int(hp, "attention_dim"),
-        attention_filters=_int(hp, "attention_filters"),
-        attention_kernel=_int(hp, "attention_kernel"),
-        smoothing=_bool(hp, "smoothing"),
-        cumulative_weights=_bool(hp, "cumulative_weights"),
-        mask_encoder=_bool(hp, "mask_encoder"),
-        prenet_layers=prenet_layers,
-        decoder_layers=_int(hp, "decoder_layers"),
-        decoder_lstm_units=_int(hp, "decoder_lstm_units"),
-        max_iters=_int(hp, "max_iters"),
-        stop_at_any=_bool(hp, "stop_at_any"),
-        postnet_num_layers=_int(hp, "postnet_num_layers"),
-        postnet_kernel_size=_int(hp, "postnet_kernel_size"),
-        postnet_channels=_int(hp, "postnet_channels"),
-        predict_linear=predict_linear,
-        num_freq=num_freq,
-        cbhg_kernels=_int(hp, "cbhg_kernels"),
-        cbhg_conv_channels=_int(hp, "cbhg_conv_channels"),
-        cbhg_pool_size=_int(hp, "cbhg_pool_size"),
-        cbhg_projection=_int(hp, "cbhg_projection"),
-        cbhg_projection_kernel_size=_int(hp, "cbhg_projection_kernel_size"),
-        cbhg_highwaynet_layers=_int(hp, "cbhg_highwaynet_layers", minimum=0),
-        cbhg_highway_units=_int(hp, "cbhg_highway_units"),
-        cbhg_rnn_units=_int(hp, "cbhg_rnn_units"),
-        batch_norm_position=hp["batch_norm_position"],
-        tacotron_zoneout_rate=_float(hp, "tacotron_zoneout_rate", 0.0, 1.0),
-        tacotron_dropout_rate=_float(hp, "tacotron_dropout_rate", 0.0, 1.0, high_open=True),
-        clip_outputs=_bool(hp, "clip_outputs"),
-        lower_bound_decay=_float(hp, "lower_bound_decay", 0.0),
-        symmetric_mels=_bool(hp, "symmetric_mels"),
-        max_abs_value=_float(hp, "max_abs_value", 0.0),
-        mask_decoder=_bool(hp, "mask_decoder"),
-        cross_entropy_pos_weight=_float(hp, "cross_entropy_pos_weight", 0.0),
-        sample_rate=_int(hp, "sample_rate"),
-        tacotron_reg_weight=_float(hp, "tacotron_reg_weight", 0.0),
-        tacotron_scale_regularization=_bool(hp, "tacotron_scale_regularization"),
-        tacotron_adam_beta1=_float(hp, "tacotron_adam_beta1", 0.0, 1.0, high_open=True),
-        tacotron_adam_beta2=_float(hp, "tacotron_adam_beta2", 0.0, 1.0, high_open=True),
-        tacotron_adam_epsilon=_float(hp, "tacotron_adam_epsilon", 0.0),
-        tacotron_initial_learning_rate=_float(hp, "tacotron_initial_learning_rate", 0.0),
-        tacotron_clip_gradients=_bool(hp, "tacotron_clip_gradients"),
-    )
+    if predict_linear and hp.get("num_freq") is None:
+        raise ValueError("Tacotron2: hparam `num_freq` is needed when `predict_linear` is True (the linear "
+                         "spectrogram's bins, n_fft // 2 + 1).")
+    return predict_linear, 0 if hp.get("num_freq") is None else _int(hp, "num_freq")

@@ -152,5 +152,7 @@ def test_missing_tf_keras_raises_before_any_work_and_skip_legacy_runs(checkpoint
 def test_bad_arguments(checkpoints):
     with pytest.raises(ValueError, match="steps"):
         run_checkpoint_parity(checkpoints["rtvc"], steps=0, skip_legacy=True)
+    with pytest.raises(ValueError, match="`skip_keras` needs `skip_legacy`"):  # the TF1 reference needs TensorFlow
+        run_checkpoint_parity(checkpoints["rtvc"], skip_keras=True)
     with pytest.raises(ValueError, match="mismatch"):  # hparams contradicting the shapes, before any model runs
         run_checkpoint_parity(checkpoints["rtvc"], hparams="rtvc", skip_legacy=True)

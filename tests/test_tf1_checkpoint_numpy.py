@@ -3,7 +3,8 @@
 ``CheckpointFiles.read_array`` decodes the verified bytes of every dtype a checkpoint can hold; TensorFlow's own
 reader (``tf.train.load_checkpoint``) is the independent cross-check: every tensor equal, bit for bit, on a
 checkpoint of every dtype and on a whole-model Tacotron-2 checkpoint. Then, in a process where ``import
-tensorflow`` fails (an import hook), a torch user inspects, migrates and synthesizes from a TF1 checkpoint.
+tensorflow`` fails (an import hook), a torch user inspects, migrates and synthesizes from a TF1 checkpoint, and
+``speechblocks parity --checkpoint --skip-legacy`` runs the torch side alone (exit status 4: no comparison made).
 """
 from __future__ import annotations
 
@@ -133,3 +134,62 @@ print(json.dumps({{"tf_loaded": any(k.split(".")[0] in ("tensorflow", "keras") f
     m = torch_layers.Tacotron2.from_tf1_checkpoint(prefix)
     for name, value in m.tf1_weights().items():
         np.testing.assert_array_equal(value, variables[name], err_msg=name)
+
+
+def test_parity_on_a_checkpoint_without_tensorflow_runs_the_torch_side_alone(tmp_path):
+    """``speechblocks parity --checkpoint CKPT --skip-legacy`` where TensorFlow cannot be imported: the torch side's
+    own checks, no row that reads as a comparison with Keras or TF1, exit status 4 (not 0: parity not established)."""
+    _, variables = small_variables("rayhane", seed=5, stop_bias=-30.0)  # predict_linear: the linear outputs too
+    prefix = save_model_checkpoint(tmp_path, variables)
+    code = f"""
+import json, sys
+from speechblocks.cli import main
+rc = main(["parity", "--checkpoint", {prefix!r}, "--skip-legacy", "--steps", "3", "--json"])
+print(json.dumps({{"rc": rc, "tf_loaded": any(k.split(".")[0] in ("tensorflow", "keras", "tf_layers")
+                                             for k in sys.modules)}}))
+rc = main(["parity", "--checkpoint", {prefix!r}, "--steps", "3"])  # the TF1 reference needs TensorFlow
+print(json.dumps({{"rc": rc}}))
+"""
+    proc = _run_without_tensorflow(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout.strip().splitlines()
+    rows = json.loads("\n".join(out[:-2]))
+    assert json.loads(out[-2]) == {"rc": 4, "tf_loaded": False}
+    assert json.loads(out[-1]) == {"rc": 2}
+    err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert any("parity not established" in ln and "needs TensorFlow" in ln for ln in err), err
+    assert "this needs TensorFlow" in err[-1] and "--skip-legacy" in err[-1]
+    assert {r["comparison"] for r in rows} == {"checkpoint->torch", "torch finite", "torch rerun",
+                                               "torch<->migrated .pt"}
+    assert all(r["passed"] for r in rows), [r for r in rows if not r["passed"]]
+    # the weights the model loaded are the checkpoint's (the test wrote them), bit for bit
+    (weights_row,) = [r for r in rows if r["comparison"] == "checkpoint->torch"]
+    assert weights_row["max_abs"] == 0.0 and str(len(variables)) in weights_row["output"]
+    # both runs, every output (linear_outputs included): finite, the same on a rerun and after migrate/from_migrated
+    for check in ("torch finite", "torch rerun", "torch<->migrated .pt"):
+        got = {r["output"].split(": ")[-1] for r in rows if r["comparison"] == check and r["output"].startswith("GTA")}
+        assert got == {"decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments", "linear_outputs"}
+        assert sum(r["comparison"] == check for r in rows) == 10
+        assert all(r["max_abs"] == 0.0 for r in rows if r["comparison"] == check)
+
+
+def test_the_torch_side_checks_fail_on_a_sabotaged_model(tmp_path):
+    """The rows can fail: torch weights that are not the checkpoint's fail the weights row and the migrated-file rows
+    (the migrated file holds the checkpoint's weights)."""
+    from parity_tests.checkpoint_parity import run_checkpoint_parity
+
+    _, variables = small_variables("rtvc", seed=6, stop_bias=-30.0)
+    prefix = save_model_checkpoint(tmp_path, variables)
+    key = "decoder/decoder_LSTM/multi_rnn_cell/cell_0/decoder_LSTM_1/kernel"
+
+    def perturb(framework, weights):
+        assert framework == "torch"
+        weights[key] = weights[key] + np.float32(1e-2)
+        return weights
+
+    rows = run_checkpoint_parity(prefix, steps=2, batch=1, skip_legacy=True, skip_keras=True, _perturb=perturb)
+    failed = {(r.comparison, r.output.split(": ")[-1]) for r in rows if not r.passed}
+    (weights_row,) = [r for r in rows if r.comparison == "checkpoint->torch"]
+    assert not weights_row.passed and abs(weights_row.max_abs - 1e-2) < 1e-6
+    assert ("torch<->migrated .pt", "mel_outputs") in failed
+    assert all(r.passed for r in rows if r.comparison in ("torch finite", "torch rerun"))

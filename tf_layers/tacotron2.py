@@ -584,7 +584,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         from ``hparams`` -- by default the RTVC preset for a checkpoint with a speaker embedding, else Rayhane's --
         and ``overrides``. ``sync_batch_norm`` and ``loss_reduction`` as for :class:`Tacotron2` (data-parallel
         training of the loaded model). The checkpoint is validated, then decoded in numpy
-        (``tf_layers.checkpoint.read_tf1_weights``); variables holding NaN/inf are refused unless
+        (``speechblocks.tf1_checkpoint.read_tf1_weights``); variables holding NaN/inf are refused unless
         ``allow_nonfinite`` (then a ``NonFiniteWeightsWarning``); float16/float64 ones are cast to float32.
 
         Raises:
@@ -593,7 +593,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                 corrupted or hostile checkpoint (one line: file, tensor, problem), ``NonFiniteWeightsError``.
             FileNotFoundError: no checkpoint at ``path`` (``CheckpointNotFoundError``).
         """
-        from .checkpoint import read_tf1_weights
+        from speechblocks.tf1_checkpoint import read_tf1_weights  # numpy: TensorFlow's reader is not needed
 
         weights = read_tf1_weights(path, "Tacotron_model/inference", use_ema=use_ema, require_ema=use_ema,
                                    allow_nonfinite=allow_nonfinite)
@@ -620,10 +620,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             ValueError: a torch file, a file of blocks only (read it with ``tf_layers.checkpoint.load_migrated``),
                 a damaged file, or hparams that contradict the tensors.
         """
-        from speechblocks.migration.migrate import load_keras_model
+        from speechblocks.migration.migrated_file import model_from_keras_file
 
-        return load_keras_model(path, hparams, overrides, cls,
-                                model_kwargs=dict(sync_batch_norm=sync_batch_norm, loss_reduction=loss_reduction))
+        return model_from_keras_file(path, cls, hparams, overrides,
+                                     model_kwargs=dict(sync_batch_norm=sync_batch_norm, loss_reduction=loss_reduction))
 
 
 

@@ -4,8 +4,10 @@
   inferred from variable shapes (pure Python, no framework import).
 * :mod:`.inventory` -- reads a checkpoint's variable list and sorts every variable into a recognised
   block, optimizer state, ExponentialMovingAverage shadow, or "unmigrated".
-* :mod:`.migrate` -- builds the blocks, loads the weights, and writes the Keras (``.weights.h5``) or
-  torch (``.pt``) file atomically; :func:`load_migrated` reads a Keras file back.
+* :mod:`.migrated_file` -- what both frameworks need to read a migrated file (no framework import).
+* :mod:`.migrate` -- the driver (the application layer: it imports the target framework, lazily): builds the
+  blocks, loads the weights, and writes the Keras (``.weights.h5``) or torch (``.pt``) file atomically;
+  :func:`load_migrated` reads a Keras file back (``tf_layers.checkpoint.load_migrated``).
 * :mod:`.cli` -- ``inspect_main`` / ``migrate_main`` of the ``speechblocks`` console script.
 
 Importing this package imports neither TensorFlow nor torch; the functions import what they need.

@@ -32,8 +32,8 @@ Both are written to a temporary file in the output's directory and moved into pl
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import time
@@ -42,37 +42,24 @@ from collections.abc import Callable
 import numpy as np
 
 from ..atomic_files import atomic_path
-from ..state_dict import one_line
-from ..tacotron2_schema import MODEL_BLOCK_ATTRIBUTES, HParamsMismatchError, checkpoint_hparams, model_block
-from .inventory import CheckpointInventory, inspect_checkpoint
+from ..tacotron2_schema import HParamsMismatchError, checkpoint_hparams
+from .inventory import CheckpointInventory, RecognisedBlock, inspect_checkpoint
 from .migrated_file import (
     FORMAT_VERSION,
     KERAS_FORMAT,
     TORCH_FORMAT,
     MigratedFileError,
     content_digest,
-    file_error,
     model_entry,
-    model_hparams,
+    model_from_keras_file,
     read_block_table,
-    read_keras_file,
     tensor_digest,
 )
-from .schema import BLOCK_CLASSES, NoTacotronBlocksError
+from .schema import BLOCK_CLASSES, MigrationError, NoTacotronBlocksError
 
 __all__ = ["MigrationError", "MigrationReport", "BlockReport", "migrate_checkpoint", "load_migrated",
            "load_keras_model", "read_block_table", "MigratedFileError", "KERAS_FORMAT", "TORCH_FORMAT",
            "FORMAT_VERSION"]
-
-
-class MigrationError(ValueError):
-    """The migration cannot be done; ``problems`` lists every problem found (nothing was written)."""
-
-    def __init__(self, checkpoint: str, problems: list[str]):
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"cannot migrate {checkpoint!r} ({len(self.problems)} problem(s)); nothing was written:\n"
-                         f"{lines}")
 
 
 @dataclasses.dataclass
@@ -134,19 +121,36 @@ def _checkpoint_files(prefix: str) -> list[str]:
     return glob.glob(glob.escape(prefix) + ".*")
 
 
-# -- block building ------------------------------------------------------------------------------
-def _block_class(framework: str, class_name: str):
+
+# -- the target framework -------------------------------------------------------------------------
+# This driver is the application layer: it imports the framework it migrates to, by name and only here (the import
+# graph sees these edges); the frameworks never import it (tests/test_import_graph.py).
+def _block_class(to: str, class_name: str):
     if class_name not in BLOCK_CLASSES:
         raise ValueError(f"unknown block class {class_name!r}")
-    package = importlib.import_module("tf_layers" if framework == "keras" else "torch_layers")
-    return getattr(package, class_name)
+    if to == "keras":
+        from tf_layers.checkpoint import MIGRATED_BLOCK_CLASSES
+
+        return MIGRATED_BLOCK_CLASSES[class_name]
+    import torch_layers
+
+    return getattr(torch_layers, class_name)
+
+
+def _model_class(to: str):
+    if to == "keras":
+        import tf_layers
+
+        return tf_layers.Tacotron2
+    import torch_layers
+
+    return torch_layers.Tacotron2
 
 
 def _build_keras(entry: dict, weights: dict):
-    cls = _block_class("keras", entry["class_name"])
-    layer = cls(**entry["config"], name=entry["config"]["tf1_scope"])
-    layer.load_tf1_weights(weights, strict=True)  # builds the layer from the weight shapes
-    return layer
+    from tf_layers.checkpoint import build_migrated_block
+
+    return build_migrated_block(entry, weights)
 
 
 def _build_torch(entry: dict, weights: dict | None = None):
@@ -155,6 +159,29 @@ def _build_torch(entry: dict, weights: dict | None = None):
     if weights is not None:
         module.load_tf1_weights(weights, strict=True)
     return module.eval()
+
+
+def _loaded_block(to: str, entry: dict, weights: dict):
+    """``(block, what the file stores of it)``: the block built in ``to`` with its TF1 weights loaded strictly."""
+    if to == "keras":
+        block = _build_keras(entry, weights)
+        return block, block.tf1_weights()
+    block = _build_torch(entry, weights)
+    return block, block.state_dict()
+
+
+def _model_data(to: str, model) -> dict:
+    return model.tf1_weights() if to == "keras" else model.state_dict()
+
+
+def _check_classes(to: str, blocks) -> list[str]:
+    problems = []
+    for b in blocks:
+        try:
+            _block_class(to, b.class_name)
+        except (ImportError, AttributeError, KeyError) as e:
+            problems.append(f"{b.path}: the {to} class {b.class_name} is not available ({type(e).__name__}: {e})")
+    return problems
 
 
 def _entry(block) -> dict:
@@ -166,6 +193,8 @@ def _read_weights(inv: CheckpointInventory, variables: dict[str, str], allow_non
     """``{key: array}`` of ``{key: checkpoint name}``, through the inventory's validated reader (checksums, NaN/inf
     policy, float16/float64 cast to float32, non-floating weights refused)."""
     return inv.reader.read(variables, allow_nonfinite=allow_nonfinite, float_only=True)
+
+
 
 
 class _KerasWriter:
@@ -196,6 +225,9 @@ class _KerasWriter:
         for name in sorted(tf1_weights):
             self._dataset(name, tf1_weights[name])
 
+    def abandon(self):
+        self.f.close()
+
     def close(self):
         blocks = json.dumps(self.entries, sort_keys=True)
         self.f.attrs["blocks"] = blocks
@@ -219,6 +251,9 @@ class _TorchWriter:
     def add_model(self, model_json: str, state_dict: dict):
         self.model = (model_json, {k: v.detach().cpu().contiguous() for k, v in state_dict.items()})
 
+    def abandon(self):
+        pass
+
     def close(self):
         import torch
 
@@ -230,14 +265,20 @@ class _TorchWriter:
         torch.save(payload, self.path)
 
 
-def _check_classes(to: str, blocks) -> list[str]:
-    problems = []
-    for b in blocks:
+
+@contextlib.contextmanager
+def _output(out, inv: CheckpointInventory, to: str, entries: dict):
+    """The writer of ``to`` on a temporary file in ``out``'s directory; it replaces ``out`` only when the block ends
+    without an error (then nothing is left behind), and it may never be one of the checkpoint's files."""
+    with atomic_path(out, protected=_checkpoint_files(inv.checkpoint), protected_name="input checkpoint",
+                     fsync=True) as tmp:
+        writer = (_KerasWriter if to == "keras" else _TorchWriter)(tmp, entries, inv)
         try:
-            _block_class(to, b.class_name)
-        except (ImportError, AttributeError) as e:
-            problems.append(f"{b.path}: the {to} class {b.class_name} is not available ({type(e).__name__}: {e})")
-    return problems
+            yield writer
+        except BaseException:
+            writer.abandon()
+            raise
+        writer.close()
 
 
 def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, strict: bool = True,
@@ -292,14 +333,42 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
     inv = inspect_checkpoint(checkpoint, use_ema=use_ema, allow_nonfinite=allow_nonfinite)
     if not inv.blocks:
         raise NoTacotronBlocksError(f"checkpoint {inv.checkpoint!r} holds no Tacotron-2 block")
-    model_notes = []
     if inv.model is not None and inv.model.complete:
         return _migrate_model(inv, to, out, dry_run, progress, hparams, overrides, t_start, allow_nonfinite)
+    model_notes = _block_by_block_notes(inv, hparams, overrides)
+    reports, todo = _plan_blocks(inv, to, strict, use_ema)
+    entries = {b.path: _entry(b) for b, _ in todo}
+    status = "checked" if dry_run else "migrated"
+    if dry_run:
+        _migrate_blocks(inv, to, todo, reports, entries, None, status, strict, progress, allow_nonfinite)
+    else:
+        with _output(out, inv, to, entries) as writer:
+            _migrate_blocks(inv, to, todo, reports, entries, writer, status, strict, progress, allow_nonfinite)
+    return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, strict, use_ema,
+                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start,
+                           model_notes=model_notes)
+
+
+# -- block by block ------------------------------------------------------------------------------
+def _block_by_block_notes(inv: CheckpointInventory, hparams, overrides) -> list[str]:
+    """The report's notes of a checkpoint that does not migrate as a whole model."""
+    notes = []
     if inv.model is not None:
-        model_notes.append("the checkpoint's model is incomplete, so it migrates block by block: "
-                           + "; ".join(inv.model.problems[:5]) + (" ..." if len(inv.model.problems) > 5 else ""))
+        notes.append("the checkpoint's model is incomplete, so it migrates block by block: "
+                     + "; ".join(inv.model.problems[:5]) + (" ..." if len(inv.model.problems) > 5 else ""))
     if hparams is not None or overrides:
-        model_notes.append("hparams/overrides ignored: they apply to a whole model only")
+        notes.append("hparams/overrides ignored: they apply to a whole model only")
+    return notes
+
+
+def _plan_blocks(inv: CheckpointInventory, to: str, strict: bool,
+                 use_ema: bool) -> tuple[list[BlockReport], list[tuple[RecognisedBlock, BlockReport]]]:
+    """``(reports, todo)``: a report for every recognised block (``"skipped"`` until it migrates) and the
+    ``(block, report)`` pairs to migrate.
+
+    Raises:
+        MigrationError: ``strict`` and any problem (the checkpoint's or a class the target lacks); no block left.
+    """
     class_problems = _check_classes(to, inv.blocks)
     problems = inv.problems() + class_problems
     if strict and problems:
@@ -320,59 +389,42 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
         reports.append(report)
     if not todo:
         raise MigrationError(inv.checkpoint, ["no block can be migrated"] + problems)
+    return reports, todo
 
-    entries = {b.path: _entry(b) for b, _ in todo}
+
+def _migrate_blocks(inv: CheckpointInventory, to: str, todo, reports: list[BlockReport], entries: dict, writer,
+                    status: str, strict: bool, progress, allow_nonfinite: bool) -> None:
+    """Builds and loads every block of ``todo`` in ``to``, one at a time, and hands it to ``writer`` (``None``: a
+    dry run). A block refusing its weights fails the migration when ``strict`` (every such problem listed), else it
+    is skipped and dropped from ``entries`` (the writer's block table)."""
     load_problems: list[str] = []
-
-    def run(writer):
-        for b, report in todo:
-            t0 = time.perf_counter()
-            weights = _read_weights(inv, b.variables, allow_nonfinite)
-            try:
-                if to == "keras":
-                    block = _build_keras(entries[b.path], weights)
-                    data = block.tf1_weights()
-                else:
-                    block = _build_torch(entries[b.path], weights)
-                    data = block.state_dict()
-            except ValueError as e:  # the block itself disagrees with the checkpoint
-                if strict:
-                    load_problems.append(f"{b.path}: {e}")
-                else:
-                    report.notes.append(f"skipped: {e}")
-                    entries.pop(b.path)
-                continue
-            del weights
-            if writer is not None:
-                writer.add(b.path, data)
-            del block, data
-            report.status = "checked" if dry_run else "migrated"
-            report.seconds = time.perf_counter() - t0
-            if progress is not None:
-                progress(f"{report.status} {b.path} ({b.class_name}, {b.n_params:,d} params) in {report.seconds:.1f} s")
-        if load_problems:
-            raise MigrationError(inv.checkpoint, load_problems)
-        if not entries:
-            raise MigrationError(inv.checkpoint, ["no block can be migrated"] + [n for r in reports for n in r.notes])
-
-    if dry_run:
-        run(None)
-    else:
-        with atomic_path(out, protected=_checkpoint_files(inv.checkpoint), protected_name="input checkpoint",
-                         fsync=True) as tmp:
-            writer = (_KerasWriter if to == "keras" else _TorchWriter)(tmp, entries, inv)
-            try:
-                run(writer)
-            finally:
-                if to == "keras":
-                    writer.close()
-            if to == "torch":
-                writer.close()
-    return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, strict, use_ema,
-                           reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start,
-                           model_notes=model_notes)
+    for b, report in todo:
+        t0 = time.perf_counter()
+        weights = _read_weights(inv, b.variables, allow_nonfinite)
+        try:
+            block, data = _loaded_block(to, entries[b.path], weights)
+        except ValueError as e:  # the block itself disagrees with the checkpoint
+            if strict:
+                load_problems.append(f"{b.path}: {e}")
+            else:
+                report.notes.append(f"skipped: {e}")
+                entries.pop(b.path)
+            continue
+        del weights
+        if writer is not None:
+            writer.add(b.path, data)
+        del block, data
+        report.status = status
+        report.seconds = time.perf_counter() - t0
+        if progress is not None:
+            progress(f"{report.status} {b.path} ({b.class_name}, {b.n_params:,d} params) in {report.seconds:.1f} s")
+    if load_problems:
+        raise MigrationError(inv.checkpoint, load_problems)
+    if not entries:
+        raise MigrationError(inv.checkpoint, ["no block can be migrated"] + [n for r in reports for n in r.notes])
 
 
+# -- the whole model -----------------------------------------------------------------------------
 def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progress, hparams, overrides,
                    t_start: float, allow_nonfinite: bool = False) -> MigrationReport:
     """The whole-model path of :func:`migrate_checkpoint`."""
@@ -385,8 +437,7 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
         raise MigrationError(inv.checkpoint, str(e).splitlines()) from None
     t0 = time.perf_counter()
     weights = _read_weights(inv, found.variables, allow_nonfinite)
-    package = importlib.import_module("tf_layers" if to == "keras" else "torch_layers")
-    model = package.Tacotron2(hp)
+    model = _model_class(to)(hp)
     try:
         model.load_tf1_weights(weights, strict=True)
     except ValueError as e:
@@ -406,18 +457,8 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
         if inv.use_ema:
             reports[-1].notes.append(f"{b.ema_used} of {len(b.variables)} variables from EMA shadows")
     if not dry_run:
-        with atomic_path(out, protected=_checkpoint_files(inv.checkpoint), protected_name="input checkpoint",
-                         fsync=True) as tmp:
-            if to == "keras":
-                writer = _KerasWriter(tmp, entries, inv)
-                try:
-                    writer.add_model(model_entry(hp), model.tf1_weights())
-                finally:
-                    writer.close()
-            else:
-                writer = _TorchWriter(tmp, entries, inv)
-                writer.add_model(model_entry(hp), model.state_dict())
-                writer.close()
+        with _output(out, inv, to, entries) as writer:
+            writer.add_model(model_entry(hp), _model_data(to, model))
     preset = f"preset {found.preset}" if found.preset else "sizes of no preset"
     desc = (f"Tacotron2 ({hp.variant.upper() if hp.variant == 'rtvc' else 'Rayhane'}, {preset}, "
             f"r={hp.outputs_per_step}, speaker_embedding_size={hp.speaker_embedding_size}, n_symbols={hp.n_symbols}, "
@@ -426,68 +467,28 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
                            reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start, model=desc)
 
 
-# -- reading a migrated Keras file ---------------------------------------------------------------
+# -- reading a migrated Keras file: the Keras side's (tf_layers.checkpoint), under the package's names ------------
 def load_migrated(path) -> dict:
-    """Loads a file written by ``speechblocks migrate --to keras``.
-
-    All or nothing: the file's integrity (``sha256``), block table, configs and tensors are checked before any
-    layer is built; any problem raises one :class:`MigratedFileError` line naming the file.
-
-    Args:
-        path: the migrated ``.weights.h5`` file.
-
-    Returns:
-        ``{block_path: keras layer}`` -- each layer built, its weights loaded, ready to call (inference
-        by default: call with ``training=False``), keyed by the block paths of docs/ARCHITECTURE.md, TF1 names
-        (``"encoder_LSTM"``, ``"decoder/decoder_LSTM"``, ...). For a whole-model file the layers are the blocks of
-        the rebuilt ``Tacotron2`` (``decoder/Location_Sensitive_Attention`` included).
+    """``tf_layers.checkpoint.load_migrated`` (see there): ``{block_path: keras layer}`` of a file written by
+    ``speechblocks migrate --to keras``; imports TensorFlow.
 
     Raises:
         FileNotFoundError: no such file.
-        MigratedFileError (a ``ValueError``): not a migrated Keras file (e.g. a torch ``.pt`` file), a newer format
-            version, damage, a config contradicting the tensors, missing, unknown, mis-shaped or non-floating
-            tensors.
+        MigratedFileError (a ``ValueError``): not a migrated Keras file, damage, a config contradicting the tensors.
     """
-    path = os.fspath(path)
-    mf = read_keras_file(path, read_block_table)
-    if mf.model is not None:
-        model = load_keras_model(path, _file=mf)
-        return {p: model_block(model, p) for p in MODEL_BLOCK_ATTRIBUTES if _has_block(model, p)}
-    mf.check_blocks(path)
-    blocks = {}
-    for block_path, entry in mf.table.items():
-        try:
-            blocks[block_path] = _build_keras(entry, mf.block_weights(block_path))
-        except (TypeError, ValueError, KeyError) as e:  # a config the class refuses (checked shapes load)
-            raise file_error(path, f"block {block_path!r}: its config does not build a {entry['class_name']}: "
-                             + one_line(getattr(e, "problems", None) or [str(e)])) from None
-    return blocks
+    from tf_layers.checkpoint import load_migrated as load
 
-
-def _has_block(model, block_path: str) -> bool:
-    try:
-        return model_block(model, block_path) is not None
-    except AttributeError:
-        return False
+    return load(path)
 
 
 def load_keras_model(path, hparams=None, overrides: dict | None = None, cls=None, _file=None,
                      model_kwargs: dict | None = None):
-    """``tf_layers.Tacotron2.from_migrated``: the whole model from a migrated Keras file (see its docstring);
-    ``model_kwargs`` go to the constructor (``sync_batch_norm``, ``loss_reduction``).
+    """The whole model of a migrated Keras file, as ``tf_layers.Tacotron2.from_migrated`` (``cls``: by default that
+    class); ``model_kwargs`` go to the constructor (``sync_batch_norm``, ``loss_reduction``).
 
     Raises:
         MigratedFileError (a ``ValueError``): as :func:`load_migrated`, plus a file of blocks only and hparams
             contradicting the tensors; nothing is returned then.
     """
-    path = os.fspath(path)
-    mf = _file if _file is not None else read_keras_file(path, read_block_table)
-    if cls is None:
-        cls = importlib.import_module("tf_layers").Tacotron2
-    hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
-    model = cls(hp, **(model_kwargs or {}))
-    try:
-        model.load_tf1_weights(mf.weights, strict=True)
-    except ValueError as e:
-        raise file_error(path, e) from None
-    return model
+    return model_from_keras_file(path, _model_class("keras") if cls is None else cls, hparams, overrides,
+                                 model_kwargs, migrated=_file)

@@ -34,7 +34,7 @@ from .schema import BLOCK_CLASSES, kind_for_path
 
 __all__ = ["KERAS_FORMAT", "TORCH_FORMAT", "FORMAT_VERSION", "MigratedFileError", "MigratedKerasFile", "file_kind",
            "read_keras_file", "read_block_table", "model_entry", "model_hparams", "check_version", "tensor_digest",
-           "content_digest", "block_tf1_problems", "check_model_counts", "file_error"]
+           "content_digest", "block_tf1_problems", "check_model_counts", "file_error", "model_from_keras_file"]
 
 KERAS_FORMAT = "speechblocks.migrated.keras"
 TORCH_FORMAT = "speechblocks.migrated.torch"
@@ -382,3 +382,32 @@ def read_keras_file(path, table_reader=read_block_table) -> MigratedKerasFile:
             raise MigratedFileError(f"{path!r} is damaged: its content does not match its sha256 attribute")
     table = table_reader(blocks_json, path)
     return MigratedKerasFile(version, table, model, weights)
+
+
+def model_from_keras_file(path, cls, hparams=None, overrides=None, model_kwargs: Mapping | None = None,
+                          migrated: MigratedKerasFile | None = None):
+    """The whole model of a migrated ``.weights.h5`` file, built by ``cls(hparams, **model_kwargs)`` -- either
+    framework's ``Tacotron2``: both take the file's TF1-layout tensors with ``load_tf1_weights(strict=True)``.
+
+    Args:
+        path: the file.
+        cls: the model class (``tf_layers.Tacotron2``, ``torch_layers.Tacotron2`` or a subclass); the caller hands
+            it in, so this module imports no framework.
+        hparams: replaces the stored hparams (sizes must agree with the tensors); ``overrides`` apply last.
+        model_kwargs: further constructor keywords (``sync_batch_norm``, ``loss_reduction``).
+        migrated: the file already read by :func:`read_keras_file` (it is not read again).
+
+    Raises:
+        FileNotFoundError: no such file.
+        MigratedFileError: as :func:`read_keras_file`, plus a file of blocks only and hparams contradicting the
+            tensors; nothing is returned then.
+    """
+    path = os.fspath(path)
+    mf = migrated if migrated is not None else read_keras_file(path, read_block_table)
+    hp = model_hparams(mf.model, {k: tuple(v.shape) for k, v in mf.weights.items()}, path, hparams, overrides)
+    model = cls(hp, **dict(model_kwargs or {}))
+    try:
+        model.load_tf1_weights(mf.weights, strict=True)
+    except ValueError as e:
+        raise file_error(path, e) from None
+    return model

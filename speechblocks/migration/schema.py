@@ -23,8 +23,8 @@ from speechblocks.tacotron2_schema import conv_bn_shapes, dense_shapes, lstm_sha
 
 Shape = tuple[int, ...]
 
-__all__ = ["BlockKind", "BLOCK_KINDS", "BLOCK_PATHS", "ConfigInferenceError", "NoTacotronBlocksError",
-           "NOT_INFERABLE", "kind_for_path"]
+__all__ = ["BlockKind", "BLOCK_KINDS", "BLOCK_PATHS", "ConfigInferenceError", "MigrationError",
+           "NoTacotronBlocksError", "NOT_INFERABLE", "kind_for_path"]
 
 
 class ConfigInferenceError(ValueError):
@@ -37,6 +37,16 @@ class ConfigInferenceError(ValueError):
 
 class NoTacotronBlocksError(ValueError):
     """The checkpoint holds no variable of any Tacotron-2 block this library knows."""
+
+
+class MigrationError(ValueError):
+    """The migration cannot be done; ``problems`` lists every problem found (nothing was written)."""
+
+    def __init__(self, checkpoint: str, problems: list[str]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"cannot migrate {checkpoint!r} ({len(self.problems)} problem(s)); nothing was written:\n"
+                         f"{lines}")
 
 
 #: config keys whose value is a default (the shapes do not determine it), by class name

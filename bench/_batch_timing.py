@@ -3,9 +3,10 @@ server of :mod:`bench.bench_batch_synthesis` (one side a process: ``keras``, ``t
 
 ``python -m bench._batch_timing SIDE JSON_CONFIG THREADS`` (``legacy`` with ``TF_USE_LEGACY_KERAS=1``; no side
 imports another side's framework). ``JSON_CONFIG`` holds ``sizes`` (hparam overrides of the RTVC preset: ``{}`` for
-RTVC sizes), ``lengths`` and ``steps`` (each sentence's symbol count and designed stop step), ``horizon``,
-``weights`` (an ``.npz`` of the TF1 variables relative to ``Tacotron_model/inference/``, stop design included),
-``checkpoint`` (the TF1 checkpoint prefix), ``check`` (where the side writes its check results, ``.npz``).
+RTVC sizes), ``lengths`` (each sentence's symbol count; the ids are :func:`sentences`), ``weights`` (an ``.npz`` of
+the TF1 variables relative to ``Tacotron_model/inference/``, stop design included), ``speakers`` (an ``.npz`` with
+``spk``, one embedding a sentence), ``checkpoint`` (the TF1 checkpoint prefix the legacy side writes) and, for
+Keras and torch, ``check`` (where the side writes each sentence's dropout-0 batched outputs, ``.npz``).
 
 * ``legacy`` builds the TF1 graph (``parity_tests.legacy.tf1_tacotron2.tacotron2`` under
   ``Tacotron_model/inference``, placeholders for ids, lengths and speaker embeddings as the original synthesizer
@@ -34,7 +35,11 @@ import numpy as np
 SCOPE = "Tacotron_model/inference"
 STOP = "decoder/stop_token_projection/projection_stop_token_projection/"
 SATURATE = 30.0  # sigmoid(30) rounds to 1.0 in float32: a gate held open
-STOP_GAIN = 2000.0  # the stop logit's scale: logit = STOP_GAIN * (counter - threshold)
+# the stop logit's scale, logit = STOP_GAIN * (counter - threshold): steep enough that float rounding cannot move a
+# stop (at RTVC sizes the logit margin is 0.045, the rounding noise of the logit ~1e-5), gentle enough that the stop
+# probabilities of a sentence in a batch and alone stay well within 1e-5 of each other (the counter's rounding, a
+# few 1e-7, times the gain: 1.5e-5 at a gain of 2000, 3.6e-6 at 100, 2.2e-6 at 50)
+STOP_GAIN = 50.0
 KEYS = ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments")
 
 
@@ -72,8 +77,8 @@ def stop_design(weights: dict, hp, steps, horizon: int, seed: int = 0) -> tuple[
     * A threshold per sentence: the stop projection reads the decoder output and the attention context, whose
       last ``speaker_embedding_size`` columns are the speaker embedding times the alignment's sum (1: the memory is
       the encoder outputs with the embedding tiled on, positions past the length masked out). Its kernel is zero
-      but for ``+2000`` on the counter's row and ``-2000`` on the context row of the speaker embedding's first
-      dimension (both ``r`` columns), bias 0: ``logit_t = 2000·(m_t - s_i)``, ``s_i`` the first dimension of
+      but for ``+STOP_GAIN`` (50) on the counter's row and ``-STOP_GAIN`` on the context row of the speaker
+      embedding's first dimension (both ``r`` columns), bias 0: ``logit_t = 50·(m_t - s_i)``, ``s_i`` the first dimension of
       sentence ``i``'s embedding. ``s_i`` is the midpoint of ``m_{steps_i - 1}`` and ``m_{steps_i}``, so the stop
       probability crosses 0.5 between those steps and stays above (``m`` rises): sentence ``i`` stops at
       ``steps_i`` (``stop_at_any`` or not: the ``r`` frames agree). The other dimensions of the embedding are
@@ -236,11 +241,12 @@ def _legacy(cfg, seqs, spk, threads, protocol):
         with graph.as_default():
             for name, var in model_vars.items():
                 var.load(weights[name[len(prefix):]], writer)
-        saver.save(writer, cfg["checkpoint"], write_meta_graph=False, write_state=False)
+            saver.save(writer, cfg["checkpoint"], write_meta_graph=False, write_state=False)
     protocol.write("saved\n")
     protocol.flush()
     sess = v1.Session(graph=graph, config=config)
-    saver.restore(sess, cfg["checkpoint"])  # the original synthesizer's load
+    with graph.as_default():
+        saver.restore(sess, cfg["checkpoint"])  # the original synthesizer's load
     ids, lengths = padded(seqs)
     feed = {ids_ph: ids, lengths_ph: lengths, spk_ph: spk}
     got = sess.run(out, feed)

@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from bench._batch_timing import groups, stop_design
+from bench._batch_timing import STOP_GAIN, groups, stop_design
 from bench.bench_tacotron2 import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,7 +166,7 @@ def main(argv=None):
     print(f"workload: {N} sentences, lengths {lengths}; designed stop steps {steps} (sum {sum(steps)}, longest "
           f"{max(steps)}); stop design: a counter unit in the last decoder LSTM layer against the first speaker-"
           f"embedding dimension (read through the attention context), counter margin at the stop steps "
-          f"{margin:.1e} (logit margin {margin * 2000:.1f})", flush=True)
+          f"{margin:.1e} (stop logit margin {margin * STOP_GAIN:.2f})", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench_batch_synthesis_") as tmp:
         np.savez(os.path.join(tmp, "weights.npz"), **weights)

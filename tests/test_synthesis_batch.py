@@ -22,17 +22,29 @@ def case(tmp_path_factory):
     return path, sentences(LENGTHS, hp.n_symbols), spk
 
 
-def _run(model, seqs, spk, alone):
-    """The stop steps of the model as given (prenet dropout on) and, from its dropout-0 twin, the batched results
-    and each sentence alone."""
-    model, twin = model
-    steps = [(o["alignments"].shape[1], o["stopped"]) for o in model.synthesize_batch(seqs, spk)]
+def _padded(seqs):
+    ids = np.zeros((len(seqs), max(LENGTHS)), np.int32)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = s
+    return ids, np.array(LENGTHS, np.int32)
+
+
+def _run(models, seqs, spk, whole, alone):
+    """The model as given (prenet dropout on): the padded batch by the original rule -- each row's own first stop
+    (its probability rounds to 1, ``stop_at_any``) and the batch's step count; its dropout-0 twin: the batched
+    results and each sentence alone."""
+    model, twin = models
+    stop = np.asarray(whole(model, *_padded(seqs), spk)["stop_token_prediction"]).reshape(len(seqs), -1, 2)
+    fired = (np.round(stop) == 1).any(-1)
+    rows = [int(np.argmax(f)) + 1 if f.any() else None for f in fired]
     batched = twin.synthesize_batch(seqs, spk)
-    return steps, batched, [alone(twin, s, spk[i:i + 1]) for i, s in enumerate(seqs)]
+    return rows, stop.shape[1], batched, [alone(twin, s, spk[i:i + 1]) for i, s in enumerate(seqs)]
 
 
-def _check(steps, batched, each):
-    assert steps == [(s, True) for s in STEPS]
+def _check(rows, whole_steps, batched, each):
+    assert rows == STEPS  # with dropout on, each sentence's own stop is where it was designed
+    assert whole_steps == max(STEPS)  # the probability only rises: the original rule stops at the longest
+    assert [(o["alignments"].shape[1], o["stopped"]) for o in batched] == [(s, True) for s in STEPS]
     worst, bad = compare_alone(batched, each)
     assert not bad and worst <= 1e-5, (worst, bad)
     for s, out in zip(STEPS, batched):
@@ -49,18 +61,11 @@ def keras_results(case):
     def alone(m, s, e):
         return {k: v[0] for k, v in m.synthesize(s[None], np.array([len(s)], np.int32), e).items()}
 
-    steps, batched, each = _run(models, seqs, spk, alone)
-    ids = np.zeros((len(seqs), max(LENGTHS)), np.int32)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = s
-    whole = models[0].synthesize(ids, np.array(LENGTHS, np.int32), spk)  # the original rule: the batch together
-    return steps, batched, each, whole["alignments"].shape[-1]
+    return _run(models, seqs, spk, lambda m, ids, n, e: m.synthesize(ids, n, e), alone)
 
 
 def test_keras_each_sentence_stops_at_its_step_and_equals_alone(keras_results):
-    steps, batched, each, whole_batch_steps = keras_results
-    _check(steps, batched, each)
-    assert whole_batch_steps == max(STEPS)  # the stop probability only rises: the batch stops at the longest
+    _check(*keras_results)
 
 
 def test_torch_each_sentence_stops_at_its_step_and_equals_alone_and_keras(case, keras_results):
@@ -79,10 +84,13 @@ def test_torch_each_sentence_stops_at_its_step_and_equals_alone_and_keras(case, 
             out = m.synthesize(torch.from_numpy(s[None].astype(np.int64)), torch.tensor([len(s)]), e)
             return {k: v[0].numpy() for k, v in out.items()}
 
-        steps, batched, each = _run(models, seqs, spk, alone)
+        def whole(m, ids, n, e):
+            return m.synthesize(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(n), torch.from_numpy(e))
+
+        results = _run(models, seqs, spk, whole, alone)
     finally:
         torch.set_num_threads(threads)
-    _check(steps, batched, each)
-    for got, want in zip(batched, keras_results[1]):
+    _check(*results)
+    for got, want in zip(results[2], keras_results[2]):
         for k in KEYS:
             np.testing.assert_allclose(got[k], want[k], atol=1e-4, rtol=0, err_msg=k)

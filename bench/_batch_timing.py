@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -276,8 +277,6 @@ def main(argv=None) -> int:
         fn()
     protocol.write("ready " + json.dumps(info) + "\n")
     protocol.flush()
-    import time
-
     for line in sys.stdin:
         name, n = line.split()
         fn = runs[name]

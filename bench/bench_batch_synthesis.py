@@ -1,0 +1,223 @@
+"""Batched synthesis with each sentence stopping at its own step (RTVC sizes): utterances per second.
+
+The workload: 16 sentences of mixed lengths (20..150 symbols, in a seed-shuffled order) whose decoders stop at
+their own steps (60..250, rising with the length as speech does), one speaker embedding each. The model is a real
+TF1 checkpoint, written by ``tf.compat.v1.train.Saver`` from the TF1 graph, and loaded the way a user loads it:
+``Tacotron2.from_tf1_checkpoint(path)`` in Keras and torch (``eval()``), ``Saver.restore`` in the TF1 graph. Each
+side runs in its own clean timing subprocess (``bench._batch_timing``) with the same intra-op and inter-op thread
+counts, prenet dropout on (what users run). Timed, per round, in rotating order:
+
+* Keras and torch: ``synthesize_batch`` of the 16 sentences in batches of 1 (16 calls), 4 (4 calls, the sentences
+  in their order) and 16 (1 call), and ``synthesize`` one sentence at a time (16 calls: the plain call of batch 1);
+* the TF1 graph: the 16 sentences padded into one batch, one ``session.run`` (the original stop rule: the loop runs
+  every entry until the whole batch stops, here at the longest sentence's step).
+
+How the sentences stop (random weights never stop by themselves): see :func:`bench._batch_timing.stop_design`.
+Unit 0 of the last decoder LSTM layer is made a counter (zero kernel columns, gates saturated open, ``tanh(j)`` a
+small constant): its output rises strictly with the step, identically on every side and whatever the inputs,
+attention or dropout draw. The stop projection compares it with the first dimension of the sentence's speaker
+embedding, which reaches the stop projection through the attention context (memory = encoder outputs ⊕ the
+tiled embedding; alignments sum to 1). That dimension is set to the midpoint of the counter's values at the
+designed step and the one before, so sentence ``i`` stops exactly at its step -- alone, in any batch, in Keras,
+torch and the TF1 graph -- with a margin it prints (far above float32 rounding). The rest of the model is
+random (glorot) weights; every step computes what a trained model's step computes.
+
+Checks before timing: every side's timed model must stop each sentence at its designed step (the TF1 graph's batch
+at the longest), else the bench stops there. With ``tacotron_dropout_rate=0`` (a twin from the same checkpoint),
+each sentence of one ``synthesize_batch`` of all 16 is compared with that sentence synthesized alone
+(``synthesize``, batch 1) on every output (decoder and mel outputs, stop probabilities, alignments), in Keras and in
+torch: max |diff| <= 1e-5 is the equality target (PASS/FAIL, MET/MISSED); Keras against torch is reported.
+
+Note: ``synthesize_batch`` keeps every entry in the decoder loop until the last one has stopped (the finished ones
+run on and are cut afterwards), so at B = 16 it runs as many loop steps as the TF1 graph (the longest sentence's);
+its edge there is the per-step cost and the per-sentence postnet (no padding). The last line per framework
+estimates (not measures) what dropping finished entries from the loop would give: per-step costs at batch 1, 4
+and 16 from the measured times, interpolated in the batch, summed over the steps with the entries still running.
+
+Targets (issue #23): ``synthesize_batch`` at B = 16 >= 6x the utterances/s of B = 1 one after the other (the faster
+of ``synthesize_batch`` and ``synthesize`` at batch 1) and >= 1.3x the TF1 graph at B = 16.
+
+``python -m bench.bench_batch_synthesis [--quick]``; ``--quick`` (or ``BENCH_QUICK=1``): small model, short
+sentences, 1 round, 1 thread -- a smoke run, not a measurement.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench._batch_timing import STOP_GAIN, groups, stop_design
+from bench.bench_tacotron2 import random_weights
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 16
+TOL_ALONE = 1e-5
+FULL = dict(sizes={}, lengths=(20, 150), steps=(60, 250), horizon=300, rounds=3, threads=os.cpu_count() or 1)
+QUICK = dict(sizes=dict(embedding_dim=64, enc_conv_channels=64, encoder_lstm_units=32, attention_dim=32,
+                        attention_filters=8, prenet_layers=[64, 64], decoder_lstm_units=128, postnet_channels=64,
+                        speaker_embedding_size=16),
+             lengths=(8, 40), steps=(10, 40), horizon=50, rounds=1, threads=1)
+LABEL = {"keras": "Keras", "torch": "torch", "legacy": "TF1 graph"}
+WORKLOADS = {"keras": ("b1", "alone", "b4", "b16"), "torch": ("b1", "alone", "b4", "b16"), "legacy": ("b16",)}
+WHAT = {"b1": "synthesize_batch B=1 (16 calls)", "alone": "synthesize B=1 (16 calls)",
+        "b4": "synthesize_batch B=4 (4 calls)", "b16": "synthesize_batch B=16 (1 call)"}
+
+
+def workload(setting: dict) -> tuple[list[int], list[int]]:
+    """``(lengths, stop steps)`` of the 16 sentences: lengths evenly over the range in a seed-shuffled order, each
+    stop step the length mapped linearly onto the step range."""
+    (l0, l1), (s0, s1) = setting["lengths"], setting["steps"]
+    lengths = np.round(np.linspace(l0, l1, N)).astype(int)[np.random.default_rng(1).permutation(N)]
+    steps = np.round(s0 + (lengths - l0) * (s1 - s0) / (l1 - l0)).astype(int)
+    return lengths.tolist(), steps.tolist()
+
+
+class Server:
+    """One side's ``bench._batch_timing`` subprocess; ``time(name)`` runs a workload there once."""
+
+    def __init__(self, side: str, config: dict, threads: int, log: str):
+        self.side, self.log = side, log
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+        env.pop("TF_USE_LEGACY_KERAS", None)
+        if side == "legacy":
+            env["TF_USE_LEGACY_KERAS"] = "1"
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench._batch_timing", side, json.dumps(config), str(threads)], cwd=ROOT,
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    def expect(self, word: str) -> dict:
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith(word):
+            self.close()
+            with open(self.log) as f:
+                err = f.read()
+            raise RuntimeError(f"{self.side} timing subprocess failed ({line!r}):\n{err[-3000:]}")
+        return json.loads(line[len(word):] or "{}")
+
+    def time(self, name: str) -> float:
+        self.proc.stdin.write(f"{name} 1\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def check(info: dict, steps: list[int], checks: dict) -> list[str]:
+    """The checks (raises when one fails); returns the report lines."""
+    lines, failed = [], []
+    for side, got in info.items():
+        if got["steps"] != steps or not all(got["stopped"]):
+            failed.append(f"{LABEL[side]} stop steps {got['steps']} (stopped {got['stopped']}) != designed {steps}")
+    if info["legacy"]["batch_steps"] != max(steps):
+        failed.append(f"TF1 graph batch ran {info['legacy']['batch_steps']} steps, not {max(steps)}")
+    lines.append(f"check: every side stops each sentence at its designed step (timed models, prenet dropout on); "
+                 f"the TF1 graph's batch ran {info['legacy']['batch_steps']} steps")
+    verdict = "MET"
+    for side in ("keras", "torch"):
+        worst, bad = info[side]["alone_max_diff"], info[side]["alone_shape_mismatches"]
+        ok = not bad and worst <= TOL_ALONE
+        verdict = verdict if ok else "MISSED"
+        lines.append(f"check {LABEL[side]}: each sentence of synthesize_batch(16) vs synthesize alone (dropout 0): "
+                     f"max |diff| {worst:.2e} over decoder/mel outputs, stop, alignments (<= {TOL_ALONE:g}) -> "
+                     f"{'PASS' if ok else 'FAIL'}" + (f"; {bad[:3]}" if bad else ""))
+    keras, torch_ = (dict(np.load(checks[s])) for s in ("keras", "torch"))
+    cross = max(float(np.max(np.abs(keras[k] - torch_[k]))) for k in keras)
+    lines.append(f"check: Keras vs torch, the same 16 batched sentences (dropout 0): max |diff| {cross:.2e}")
+    lines.append(f"target outputs of each sentence equal running it alone (<= {TOL_ALONE:g}): {verdict}")
+    if failed:
+        raise RuntimeError("; ".join(failed))
+    return lines
+
+
+def compaction_estimate(t: dict, steps: list[int]) -> float:
+    """Rough seconds of B=16 if finished entries left the loop: per-step costs at batch 1, 4 and 16 from the
+    measured times (each divided by the loop steps it ran; encoder and postnet included), interpolated linearly in
+    the batch and summed over the steps with the entries still running."""
+    s = np.array(steps)
+    per = {1: t["b1"] / s.sum(), 4: t["b4"] / sum(max(steps[g]) for g in groups(N, 4)), 16: t["b16"] / s.max()}
+    running = [(s >= k).sum() for k in range(1, s.max() + 1)]
+    return float(sum(np.interp(b, list(per), list(per.values())) for b in running))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    quick = "--quick" in argv or os.environ.get("BENCH_QUICK") == "1"
+    setting = QUICK if quick else FULL
+    from speechblocks import resolve_hparams, tf1_variable_shapes
+
+    hp = resolve_hparams("rtvc", **setting["sizes"])
+    lengths, steps = workload(setting)
+    weights, spk, margin = stop_design(random_weights(tf1_variable_shapes(hp)), hp, steps, setting["horizon"])
+    rounds, threads = setting["rounds"], setting["threads"]
+    print(("QUICK SMOKE RUN (small model, short sentences, 1 round, 1 thread): not a measurement\n" if quick else "")
+          + f"method: each side in its own clean subprocess, {threads} intra-op + {threads} inter-op threads; one TF1 "
+          f"checkpoint (tf.compat.v1.train.Saver) loaded by Tacotron2.from_tf1_checkpoint (Keras; torch in eval()) "
+          f"and Saver.restore (TF1 graph, TF_USE_LEGACY_KERAS=1, placeholders fed); prenet dropout on; every "
+          f"workload once as warm-up, then {rounds} rounds of each workload on each side in rotating order; median",
+          flush=True)
+    print(f"workload: {N} sentences, lengths {lengths}; designed stop steps {steps} (sum {sum(steps)}, longest "
+          f"{max(steps)}); stop design: a counter unit in the last decoder LSTM layer against the first speaker-"
+          f"embedding dimension (read through the attention context), counter margin at the stop steps "
+          f"{margin:.1e} (stop logit margin {margin * STOP_GAIN:.2f})", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench_batch_synthesis_") as tmp:
+        np.savez(os.path.join(tmp, "weights.npz"), **weights)
+        np.savez(os.path.join(tmp, "speakers.npz"), spk=spk)
+        checks = {side: os.path.join(tmp, f"check_{side}.npz") for side in ("keras", "torch")}
+        base = dict(sizes=setting["sizes"], lengths=lengths, steps=steps, weights=os.path.join(tmp, "weights.npz"),
+                    speakers=os.path.join(tmp, "speakers.npz"), checkpoint=os.path.join(tmp, "model.ckpt-100"))
+        servers = {}
+        try:
+            t0 = time.perf_counter()
+            servers["legacy"] = Server("legacy", base, threads, os.path.join(tmp, "legacy.log"))
+            servers["legacy"].expect("saved")  # the checkpoint exists: the other sides may load it
+            for side in ("keras", "torch"):
+                servers[side] = Server(side, dict(base, check=checks[side]), threads, os.path.join(tmp, f"{side}.log"))
+            info = {side: servers[side].expect("ready") for side in ("legacy", "keras", "torch")}
+            print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)
+            for line in check(info, steps, checks):
+                print(line, flush=True)
+            pairs = [(side, name) for side, names in WORKLOADS.items() for name in names]
+            samples = {p: [] for p in pairs}
+            for r in range(rounds):
+                for side, name in pairs[r % len(pairs):] + pairs[:r % len(pairs)]:
+                    samples[(side, name)].append(servers[side].time(name))
+        finally:
+            for srv in servers.values():
+                srv.close()
+
+    t = {p: statistics.median(v) for p, v in samples.items()}
+    legacy = N / t[("legacy", "b16")]
+    print(f"TF1 graph B=16 (1 session.run, runs every entry until the whole batch stops: {max(steps)} steps): "
+          f"{legacy:.2f} utt/s ({t[('legacy', 'b16')]:.2f} s)", flush=True)
+    for side in ("keras", "torch"):
+        ups = {name: N / t[(side, name)] for name in WORKLOADS[side]}
+        print(f"{LABEL[side]}: " + "; ".join(f"{WHAT[n]} {ups[n]:.2f} utt/s ({t[(side, n)]:.2f} s)"
+                                                for n in WORKLOADS[side]), flush=True)
+        b1 = max(ups["b1"], ups["alone"])
+        vs_b1, vs_tf1 = ups["b16"] / b1, ups["b16"] / legacy
+        print(f"target {LABEL[side]} B=16 >= 6x B=1 one after the other (the faster B=1 form, {b1:.2f} utt/s): "
+              f"{vs_b1:.2f}x -> {'MET' if vs_b1 >= 6 else 'MISSED'}", flush=True)
+        print(f"target {LABEL[side]} B=16 >= 1.3x TF1 graph B=16: {vs_tf1:.2f}x -> "
+              f"{'MET' if vs_tf1 >= 1.3 else 'MISSED'}", flush=True)
+        est = compaction_estimate({n: t[(side, n)] for n in ("b1", "b4", "b16")}, steps)
+        print(f"estimate {LABEL[side]} (not measured): were finished entries dropped from the decoder loop, B=16 "
+              f"~{est:.2f} s = ~{N / est:.2f} utt/s ({t[(side, 'b16')] / est:.2f}x the measured B=16)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,17 +3,18 @@
 ``python -m bench._tacotron2_timing SIDE JSON_CONFIG THREADS`` (``legacy`` with ``TF_USE_LEGACY_KERAS=1``;
 no side imports another side's framework). ``JSON_CONFIG`` holds ``weights`` (an ``.npz`` of the TF1 variables
 by name relative to ``Tacotron_model/inference/``), ``check`` (where to write the deterministic outputs),
-``synth`` and ``train`` (the sizes of :func:`bench_inputs`). The server
+``synth`` and ``train`` (the sizes of :func:`bench_inputs`), ``checkpoints`` (``synth``/``train``: TF1
+checkpoint prefixes the legacy side writes from the weights and the other sides load). The server
 
 1. builds the model the way a user of that side runs it, with THREADS intra-op and inter-op threads:
 
-   * ``keras``: ``tf_layers.Tacotron2("rtvc")`` with the weights, free-running synthesis through its documented
+   * ``keras``: ``tf_layers.Tacotron2.from_tf1_checkpoint(CKPT)`` (what a user with a TF1 checkpoint calls), free-running synthesis through its documented
      compiled path ``model.synthesize(ids, lengths, speaker_embeddings, max_iters=...)``; training a second model,
      ``compile(Adam(..., epsilon=1e-6, global_clipnorm=1.0))`` + ``train_on_batch`` (the ``tf.function`` train step
      ``fit`` runs). Should that fail with ``AlreadyExistsError`` (TF grappler's AddN -> TemporaryVariable rewrite
      in the decoder loop's gradient, tensorflow#23780/#38906: at RTVC sizes the 2nd step fails), the server notes
      it and times the same call with grappler off around the training step only (``disable_meta_optimizer``);
-   * ``torch``: ``torch_layers.Tacotron2("rtvc").eval()`` called under ``torch.inference_mode()`` (the decoder loop
+   * ``torch``: ``torch_layers.Tacotron2.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()`` (the decoder loop
      is the module's TorchScript function; no further compilation is documented); training a second model, the
      ordinary loop step (``zero_grad``, forward in ``train()``, ``tacotron2_loss``, ``backward``,
      ``clip_grad_norm_(1.0)``, ``Adam.step``);
@@ -21,14 +22,16 @@ by name relative to ``Tacotron_model/inference/``), ``check`` (where to write th
      (inputs held in graph variables: no feed cost; the step cap a ``placeholder_with_default``, fed only for the
      one-step run), ``session.run`` of every output; training a second graph,
      ``tacotron2_loss`` + ``AdamOptimizer.apply_gradients(clip_by_global_norm(grads, 1.0))`` after the batch-norm
-     ``UPDATE_OPS`` (the original ``add_optimizer``), ``session.run([train_op, loss])``;
+     ``UPDATE_OPS`` (the original ``add_optimizer``), ``session.run([train_op, loss])``; it writes the two TF1
+     checkpoints (``tf.compat.v1.train.Saver``) the other sides then load;
 
    prenet dropout on (what users run); synthesis with the stop-token bias at -1e3 (decoding never stops early),
    training with it at 0;
 2. runs the same synthesis once with ``tacotron_dropout_rate=0`` (a deterministic twin with the same weights) and
    saves its outputs, plus the shape of the timed synthesis' ``mel_outputs``, to ``check`` (``.npz``);
 3. warms the timed calls up and prints ``ready`` (and a JSON of notes: ``train_note`` when the documented
-   training path fails and a workaround is timed); then each stdin line ``synth N`` / ``short N`` (the same
+   training path fails and a workaround is timed; ``profile``: the ops of largest self time in a
+   ``PROFILE_STEPS``-step synthesis, from ``torch.profiler`` or the TF1 session's step stats); then each stdin line ``synth N`` / ``short N`` (the same
    synthesis with ``max_iters=1``: encoder, one step, postnet) / ``train N`` runs that call N times and prints
    the seconds.
 """
@@ -43,6 +46,7 @@ import numpy as np
 
 SCOPE = "Tacotron_model/inference"
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
+PROFILE_STEPS = 30  # the free-running steps of the per-op profile (encoder and postnet included, spread over them)
 
 
 def bench_inputs(synth: dict, train: dict, n_symbols: int, num_mels: int, speaker_size: int) -> dict:
@@ -111,17 +115,15 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     import tf_layers
 
     steps = cfg["synth"]["steps"]
-    model = tf_layers.Tacotron2("rtvc")
-    model.load_tf1_weights(weights)
-    deterministic = tf_layers.Tacotron2("rtvc", tacotron_dropout_rate=0.0)
-    deterministic.load_tf1_weights(weights)
+    ckpt = cfg["checkpoints"]
+    model = tf_layers.Tacotron2.from_tf1_checkpoint(ckpt["synth"])
+    deterministic = tf_layers.Tacotron2.from_tf1_checkpoint(ckpt["synth"], tacotron_dropout_rate=0.0)
     timed = model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=steps)
     _save_check(cfg["check"], deterministic.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=steps),
                 timed["mel_outputs"].shape)
     del deterministic
 
-    trainee = tf_layers.Tacotron2("rtvc")
-    trainee.load_tf1_weights(train_weights)
+    trainee = tf_layers.Tacotron2.from_tf1_checkpoint(ckpt["train"])
     hp = trainee.hparams
     trainee.compile(optimizer=keras.optimizers.Adam(hp.tacotron_initial_learning_rate, beta_1=hp.tacotron_adam_beta1,
                                                     beta_2=hp.tacotron_adam_beta2, epsilon=hp.tacotron_adam_epsilon,
@@ -168,11 +170,10 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     import torch_layers
 
     steps = cfg["synth"]["steps"]
+    ckpt = cfg["checkpoints"]
     t = {k: torch.from_numpy(v) for k, v in data.items()}
-    model = torch_layers.Tacotron2("rtvc").eval()
-    model.load_tf1_weights(weights)
-    deterministic = torch_layers.Tacotron2("rtvc", tacotron_dropout_rate=0.0).eval()
-    deterministic.load_tf1_weights(weights)
+    model = torch_layers.Tacotron2.from_tf1_checkpoint(ckpt["synth"]).eval()
+    deterministic = torch_layers.Tacotron2.from_tf1_checkpoint(ckpt["synth"], tacotron_dropout_rate=0.0).eval()
 
     def synth(max_iters: int = steps):
         with torch.inference_mode():
@@ -183,8 +184,7 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     _save_check(cfg["check"], {k: v.numpy() for k, v in out.items()}, tuple(synth()["mel_outputs"].shape))
     del deterministic
 
-    trainee = torch_layers.Tacotron2("rtvc")
-    trainee.load_tf1_weights(train_weights)
+    trainee = torch_layers.Tacotron2.from_tf1_checkpoint(ckpt["train"])
     trainee.train()
     hp = trainee.hparams
     opt = torch.optim.Adam(trainee.parameters(), lr=hp.tacotron_initial_learning_rate,
@@ -199,7 +199,19 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
         opt.step()
         return float(loss)
 
-    return {"synth": synth, "short": lambda: synth(1), "train": train}, {"synth": 2, "short": 2, "train": 1}, {}
+    synth(PROFILE_STEPS)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        synth(PROFILE_STEPS)
+    ops = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()}  # ms
+    info = {"profile": _top_ops(ops, PROFILE_STEPS)}
+    return {"synth": synth, "short": lambda: synth(1), "train": train}, {"synth": 2, "short": 2, "train": 1}, info
+
+
+def _top_ops(ms_by_op: dict, steps: int, n: int = 6) -> list:
+    """The ``n`` ops of largest self time: ``(name, ms per decoder step, share of the total)``."""
+    total = sum(ms_by_op.values()) or 1.0
+    top = sorted(ms_by_op.items(), key=lambda kv: -kv[1])[:n]
+    return [(name, ms / steps, ms / total) for name, ms in top]
 
 
 # -- the TF1 graph ----------------------------------------------------------------------------------------------------
@@ -229,7 +241,12 @@ def _legacy(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: 
         with graph.as_default():
             for name, var in model_vars.items():
                 var.load(weights[name], sess)
-        return sess
+        return sess, model_vars
+
+    def save(sess, graph, model_vars, prefix):
+        """A real TF1 checkpoint of the model's variables (what the Keras and torch sides load)."""
+        with graph.as_default():
+            v1.train.Saver(list(model_vars.values())).save(sess, prefix, write_meta_graph=False, write_state=False)
 
     def synthesis_graph(rate):
         hp = resolve_hparams("rtvc", tacotron_dropout_rate=rate)
@@ -242,10 +259,12 @@ def _legacy(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: 
             with v1.variable_scope(SCOPE):
                 out = tacotron2(hp, ids, lengths, False, speaker_embeddings=spk, max_iters=cap)
             init = v1.global_variables_initializer()
-        return session(graph, init, weights), out, cap
+        sess, model_vars = session(graph, init, weights)
+        return sess, out, cap, graph, model_vars
 
-    sess0, out0, _ = synthesis_graph(0.0)
-    sess, out, cap = synthesis_graph(resolve_hparams("rtvc").tacotron_dropout_rate)
+    sess0, out0, _, _, _ = synthesis_graph(0.0)
+    sess, out, cap, synth_graph, synth_vars = synthesis_graph(resolve_hparams("rtvc").tacotron_dropout_rate)
+    save(sess, synth_graph, synth_vars, cfg["checkpoints"]["synth"])
     _save_check(cfg["check"], sess0.run(out0), sess.run(out)["mel_outputs"].shape)
     sess0.close()
 
@@ -267,11 +286,23 @@ def _legacy(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: 
             with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
                 train_op = optimizer.apply_gradients(zip(clipped, variables))
         init = v1.global_variables_initializer()
-    train_sess = session(graph, init, train_weights)
+    train_sess, train_vars = session(graph, init, train_weights)
+    save(train_sess, graph, train_vars, cfg["checkpoints"]["train"])
     fetches = [train_op, loss]
     runs = {"synth": lambda: sess.run(out), "short": lambda: sess.run(out, {cap: 1}),
             "train": lambda: train_sess.run(fetches)}
-    return runs, {"synth": 2, "short": 2, "train": 1}, {}
+    # per-op profile: the kernels' times of one run from the session's step stats, by op type
+    for _ in range(2):
+        sess.run(out, {cap: PROFILE_STEPS})
+    meta = v1.RunMetadata()
+    sess.run(out, {cap: PROFILE_STEPS}, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
+             run_metadata=meta)
+    ops: dict = {}
+    for device in meta.step_stats.dev_stats:
+        for node in device.node_stats:
+            kind = node.timeline_label.split("(", 1)[0].split(" = ", 1)[-1].strip() or node.node_name
+            ops[kind] = ops.get(kind, 0.0) + (node.op_end_rel_micros - node.op_start_rel_micros) / 1e3
+    return runs, {"synth": 2, "short": 2, "train": 1}, {"profile": _top_ops(ops, PROFILE_STEPS)}
 
 
 def main(argv=None) -> int:

@@ -14,10 +14,12 @@ did at RTVC sizes until its loops kept every gradient ``AddN`` at two inputs: TF
 AlreadyExistsError at the 2nd step), the bench says so, times that side's workaround (see
 ``bench._tacotron2_timing``) and counts the target as missed.
 
-Targets (issue): free-running synthesis, batch 1, 100 symbols, 200 decoder steps, prenet dropout on: Keras <= 1.0x
-and torch <= 1.0x the TF1 graph; the teacher-forced training step (forward, loss, gradients, Adam with global-norm
-clipping 1.0) is reported against the TF1 graph too. The floor: at batch 1 a decoder step reads every decoder
-weight once, so (decoder weight bytes) / (memory bandwidth, from a large numpy copy) bounds the step time.
+Targets (issue): free-running synthesis, batch 1, 100 symbols, 200 decoder steps, prenet dropout on: Keras and torch
+<= 0.9x the TF1 graph; one decoder step <= 1.3x the floor; the teacher-forced training step (forward, loss,
+gradients, Adam with global-norm clipping 1.0) Keras <= 1.0x and torch <= 0.8x the TF1 graph. Every side loads a
+real TF1 checkpoint the way a user does (``Tacotron2.from_tf1_checkpoint``; the TF1 side writes it with ``Saver``).
+The floor: at batch 1 a decoder step reads every decoder weight once, so (decoder weight bytes) / (memory
+bandwidth, from a large numpy copy) bounds the step time. ``profile`` lines: the ops of largest self time per step.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ import time
 
 import numpy as np
 
+from bench._tacotron2_timing import PROFILE_STEPS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = os.cpu_count() or 1  # intra-op and inter-op threads of every side (torch: set_num_threads likewise)
 SYNTH = dict(batch=1, symbols=100, steps=200)
@@ -42,6 +46,9 @@ SIDES = ("keras", "torch", "legacy")
 LABEL = {"keras": "Keras", "torch": "torch", "legacy": "TF1 graph"}
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
 COPY_MB = 512
+SYNTH_TARGET = 0.9   # synthesis time / the TF1 graph's, both frameworks
+STEP_TARGET = 1.3    # decoder step / the bandwidth floor
+TRAIN_TARGET = {"keras": 1.0, "torch": 0.8}  # training step / the TF1 graph's
 
 
 def random_weights(shapes: dict, seed: int = 0) -> dict:
@@ -182,13 +189,19 @@ def main():
         weights = os.path.join(tmp, "weights.npz")
         np.savez(weights, **random_weights(shapes))
         checks = {side: os.path.join(tmp, f"check_{side}.npz") for side in SIDES}
+        checkpoints = {name: os.path.join(tmp, f"{name}.ckpt") for name in ("synth", "train")}
         servers = {}
         try:
             t0 = time.perf_counter()
-            for side in SIDES:  # built concurrently; each server idles on stdin once it has said ready
-                servers[side] = TimingServer(side, dict(weights=weights, check=checks[side], synth=SYNTH, train=TRAIN),
-                                             os.path.join(tmp, f"{side}.log"))
-            info = {side: srv.wait_ready() for side, srv in servers.items()}
+            info = {}
+            # the TF1 graph first: it writes the TF1 checkpoints the other two load (as users do); those two are built
+            # concurrently; each server idles on stdin once it has said ready
+            for group in (("legacy",), ("keras", "torch")):
+                for side in group:
+                    servers[side] = TimingServer(side, dict(weights=weights, check=checks[side], synth=SYNTH,
+                                                            train=TRAIN, checkpoints=checkpoints),
+                                                 os.path.join(tmp, f"{side}.log"))
+                info.update({side: servers[side].wait_ready() for side in group})
             print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)
             for line in check_outputs(checks):
                 print(line, flush=True)
@@ -214,15 +227,26 @@ def main():
     print(f"floor {floor * 1e3:.2f} ms/step; " + "; ".join(
         f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms/step = {per_step[k] / floor:.1f}x floor" for k in SIDES)
         + f" (per step = (T({steps} steps) - T(1 step)) / {steps - 1})", flush=True)
+    for side in ("torch", "legacy"):
+        rows = info[side].get("profile") or []
+        print(f"profile {LABEL[side]} ({PROFILE_STEPS}-step synthesis, self time per decoder step): " + "; ".join(
+            f"{name} {ms:.3f} ms ({share:.0%})" for name, ms, share in rows), flush=True)
+    print("profile Keras: not itemised (its synthesis is one tf.function over the TF1 graph's kernels; see the TF1 "
+          "rows)", flush=True)
     for side in ("keras", "torch"):
         ratio = synth[side] / synth["legacy"]
-        print(f"target {LABEL[side]} synthesis <= 1.0x TF1 graph: {ratio:.2f}x -> {'PASS' if ratio <= 1.0 else 'MISS'}",
-              flush=True)
+        print(f"target {LABEL[side]} synthesis <= {SYNTH_TARGET}x TF1 graph: {ratio:.2f}x -> "
+              f"{'MET' if ratio <= SYNTH_TARGET else 'MISSED'}", flush=True)
+    for side in ("keras", "torch"):
+        ratio = per_step[side] / floor
+        print(f"target {LABEL[side]} decoder step <= {STEP_TARGET}x floor: {ratio:.2f}x -> "
+              f"{'MET' if ratio <= STEP_TARGET else 'MISSED'}", flush=True)
     for side in ("keras", "torch"):
         ratio = train[side] / train["legacy"]
         note = info[side].get("train_note")
-        verdict = "PASS" if ratio <= 1.0 and not note else "MISS"
-        print(f"target {LABEL[side]} training step <= 1.0x TF1 graph: {ratio:.2f}x -> {verdict}"
+        target = TRAIN_TARGET[side]
+        verdict = "MET" if ratio <= target and not note else "MISSED"
+        print(f"target {LABEL[side]} training step <= {target}x TF1 graph: {ratio:.2f}x -> {verdict}"
               + (" (the documented path fails; the time is the workaround's, see note)" if note else ""), flush=True)
 
 

@@ -192,9 +192,9 @@ def _keras_worker(data: str, out: str) -> None:
     Tacotron2Trainer.run_eagerly = True
     figures, results = {}, {}
     for name, backend in (("one", Tacotron2Trainer), ("mirrored", mirrored)):
-        norms = []
+        norms: list = []
         result = train(backend, TrainOptions(data, os.path.join(out, name), "rtvc", dict(TINY, **SETS), steps=2,
-                                             progress=False), on_step=lambda s, r: norms.append(r.grad_norm))
+                                             progress=False), on_step=lambda s, r, n=norms: n.append(r.grad_norm))
         results[name] = ([x["loss"] for x in result.losses], norms,
                          _final(os.path.join(out, name),
                                 lambda p: {k: np.asarray(v) for k, v in

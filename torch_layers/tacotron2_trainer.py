@@ -11,9 +11,9 @@ import torch
 from torch import Tensor
 
 from speechblocks.atomic_files import atomic_path
+from speechblocks.errors import UsageError
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
-from speechblocks.errors import UsageError
 from speechblocks.training.checkpoint_files import torch_model_payload
 from speechblocks.training.noise import draw_noise_masks, noise_mask_rows
 from speechblocks.training.run import StepResult

@@ -137,8 +137,8 @@ class TrainResult:
     checkpoint: str | None
     signal: int | None = None
     eval_losses: dict = dataclasses.field(default_factory=dict)
-    #: per step of this invocation: ``(seconds reading and padding the batch, seconds of the optimizer step, mel
-    #: frames of the batch)`` -- where the time goes (``bench/bench_training.py``)
+    #: per step of this invocation: ``(seconds reading and padding the batch, seconds of the optimizer step, real
+    #: mel frames of the batch -- this process's rows)``: where the time goes (``bench/bench_training.py``)
     timings: list = dataclasses.field(default_factory=list)
 
 
@@ -436,8 +436,7 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
                 result = trainer.train_step(batch, lr, step_seed(seed, step), (lo, len(indices)))
             else:
                 result = trainer.train_step(batch, lr, step_seed(seed, step))
-            timings.append((t1 - t0, time.perf_counter() - t1, int(batch["mel_targets"].shape[0]
-                                                                  * batch["mel_targets"].shape[1])))
+            timings.append((t1 - t0, time.perf_counter() - t1, int(batch["targets_lengths"].sum())))
             result.learning_rate = lr
             loss = float(result.losses["loss"])
             if not result.applied or not math.isfinite(loss):

@@ -287,15 +287,25 @@ def _cmd_synthesize(args) -> int:
 
 
 # -- train / gta -----------------------------------------------------------------------------------------
-def _trainer_class(framework: str):
-    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly."""
+def _trainer_class(framework: str, strategy: str | None = None, replicas: int | None = None):
+    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly; with
+    ``strategy="mirrored"`` the Keras trainer class of :meth:`~tf_layers.Tacotron2Trainer.mirrored`."""
     if framework == "torch":
         load_torch()
         from torch_layers.tacotron2_trainer import Tacotron2Trainer
-    else:
-        load_tensorflow()
-        from tf_layers.tacotron2_trainer import Tacotron2Trainer
-    return Tacotron2Trainer
+        return Tacotron2Trainer
+    mirrored = None
+    if strategy == "mirrored":  # the logical devices are set before TensorFlow initialises its devices
+        try:
+            with _silenced_stderr():
+                from tf_layers._distribute import mirrored_strategy
+
+                mirrored = mirrored_strategy(replicas)
+        except ImportError:
+            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    load_tensorflow()
+    from tf_layers.tacotron2_trainer import Tacotron2Trainer
+    return Tacotron2Trainer if mirrored is None else Tacotron2Trainer.mirrored(strategy=mirrored)
 
 
 def _cmd_train(args) -> int:
@@ -327,9 +337,7 @@ def _cmd_train(args) -> int:
                          f"process: use --strategy mirrored, or --framework torch under torchrun")
     options = run.TrainOptions(args.data, args.run, _hparams_arg(args.hparams), _overrides(args.set), source,
                                args.steps, args.batch_size, args.seed, progress=not args.quiet)
-    backend = _trainer_class(framework)
-    if args.strategy == "mirrored":
-        backend = backend.mirrored(args.replicas)  # before TensorFlow initialises its devices
+    backend = _trainer_class(framework, args.strategy, args.replicas)
     try:
         result = run.train(backend, options)
     except run.TrainingDivergedError as e:

@@ -11,7 +11,8 @@ on: each step's keep-masks are drawn for the global batch from the step's seed a
   included) and the Adam slots (1e-5), the step count and the data order (sampler state); only rank 0 writes (one
   event file, one result line). The run is resumable: both runs resumed for a 3rd step (in this process) take the
   same step. (One launch: each worker spends ~11 s of CPU importing torch and, for DDP, ``torch._dynamo``.)
-* **Keras**: ``run.train`` with ``Tacotron2Trainer.mirrored(2)`` against the plain trainer (both stepped eagerly:
+* **Keras**: ``run.train`` with the command's ``--strategy mirrored --replicas 2`` trainer class
+  (``Tacotron2Trainer.mirrored``) against the plain trainer (both stepped eagerly:
   the same Keras code as the traced step, without its ~30 s of tracing per trainer), in a subprocess (logical
   devices must be set before TensorFlow initialises): losses, gradient norms, final weights and Adam slots (1e-5).
 
@@ -183,11 +184,12 @@ def test_torchrun_two_processes_train_as_one(data, tmp_path):
 # -- Keras: MirroredStrategy over 2 logical CPU devices -----------------------------------------------------------
 def _keras_worker(data: str, out: str) -> None:
     """(subprocess) 2 steps with one device and with 2 mirrored replicas; prints one JSON line of figures."""
-    from tf_layers.tacotron2_trainer import Tacotron2Trainer
+    from speechblocks.cli import _trainer_class
 
-    mirrored = Tacotron2Trainer.mirrored(2)  # first: before TensorFlow initialises its devices
+    mirrored = _trainer_class("keras", "mirrored", 2)  # the command's way: the devices set before TF starts
     import tf_layers
     from speechblocks.training.run import TrainOptions, train
+    from tf_layers.tacotron2_trainer import Tacotron2Trainer
 
     Tacotron2Trainer.run_eagerly = True
     figures, results = {}, {}

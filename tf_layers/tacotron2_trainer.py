@@ -103,13 +103,14 @@ class Tacotron2Trainer:
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
-    def mirrored(cls, replicas: int | None = None) -> type:
-        """A trainer class whose trainers run data-parallel under ``tf.distribute.MirroredStrategy``: over the
-        GPUs, or, on a machine without one, over ``replicas`` logical CPU devices (default 2; TensorFlow must not
-        have initialised its devices yet). See :func:`tf_layers._distribute.mirrored_strategy`."""
+    def mirrored(cls, replicas: int | None = None, strategy=None) -> type:
+        """A trainer class whose trainers run data-parallel under ``tf.distribute.MirroredStrategy``: ``strategy``,
+        or one over the GPUs or, on a machine without one, over ``replicas`` logical CPU devices (default 2;
+        TensorFlow must not have initialised its devices yet). See :func:`tf_layers._distribute.mirrored_strategy`."""
         from ._distribute import mirrored_strategy
 
-        return type(cls.__name__, (cls,), {"strategy": mirrored_strategy(replicas), "__doc__": cls.__doc__})
+        strategy = mirrored_strategy(replicas) if strategy is None else strategy
+        return type(cls.__name__, (cls,), {"strategy": strategy, "__doc__": cls.__doc__})
 
     @classmethod
     def _scope(cls):

@@ -343,11 +343,13 @@ def _cmd_train(args) -> int:
     except run.TrainingDivergedError as e:
         _say("train", f"error: {e}")
         return 1
+    first = os.environ.get("RANK", "0") == "0"  # one line for a torchrun launch too: rank 0's
     if result.signal is not None:
-        _say("train", f"stopped by signal {result.signal} at step {result.global_step}; checkpoint "
-                      f"{result.checkpoint}")
+        if first:
+            _say("train", f"stopped by signal {result.signal} at step {result.global_step}; checkpoint "
+                          f"{result.checkpoint}")
         return 128 + int(result.signal)
-    if os.environ.get("RANK", "0") == "0":  # one line for a torchrun launch too
+    if first:
         print(f"{args.run}: step {result.global_step}, checkpoint {result.checkpoint}")
     return 0
 

@@ -320,15 +320,25 @@ def _cmd_synthesize(args) -> int:
 
 
 # -- train / gta -----------------------------------------------------------------------------------------
-def _trainer_class(framework: str):
-    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly."""
+def _trainer_class(framework: str, strategy: str | None = None, replicas: int | None = None):
+    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly; with
+    ``strategy="mirrored"`` the Keras trainer class of :meth:`~tf_layers.Tacotron2Trainer.mirrored`."""
     if framework == "torch":
         load_torch()
         from torch_layers.tacotron2_trainer import Tacotron2Trainer
-    else:
-        load_tensorflow()
-        from tf_layers.tacotron2_trainer import Tacotron2Trainer
-    return Tacotron2Trainer
+        return Tacotron2Trainer
+    mirrored = None
+    if strategy == "mirrored":  # the logical devices are set before TensorFlow initialises its devices
+        try:
+            with _silenced_stderr():
+                from tf_layers._distribute import mirrored_strategy
+
+                mirrored = mirrored_strategy(replicas)
+        except ImportError:
+            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    load_tensorflow()
+    from tf_layers.tacotron2_trainer import Tacotron2Trainer
+    return Tacotron2Trainer if mirrored is None else Tacotron2Trainer.mirrored(strategy=mirrored)
 
 
 def _cmd_train(args) -> int:
@@ -347,18 +357,33 @@ def _cmd_train(args) -> int:
     framework = args.framework or (info or {}).get("framework") or "torch"
     if info is not None and info.get("framework") != framework:
         raise UsageError(f"RUN {args.run!r} was trained with --framework {info.get('framework')}, not {framework}")
+    launched = os.environ.get("WORLD_SIZE", "1")
+    if args.strategy is not None and framework != "keras":
+        raise UsageError(f"--strategy {args.strategy} is for --framework keras (torch trains data-parallel under "
+                         f"torchrun --nproc-per-node N)")
+    if args.replicas is not None and args.strategy is None:
+        raise UsageError("--replicas goes with --strategy mirrored")
+    if args.replicas is not None and args.replicas < 1:
+        raise UsageError(f"--replicas must be >= 1; got {args.replicas}")
+    if framework == "keras" and launched.strip() not in ("", "1", "0"):
+        raise UsageError(f"torchrun started {launched} processes (WORLD_SIZE), but --framework keras trains in one "
+                         f"process: use --strategy mirrored, or --framework torch under torchrun")
     options = run.TrainOptions(args.data, args.run, _hparams_arg(args.hparams), _overrides(args.set), source,
                                args.steps, args.batch_size, args.seed, progress=not args.quiet)
+    backend = _trainer_class(framework, args.strategy, args.replicas)
     try:
-        result = run.train(_trainer_class(framework), options)
+        result = run.train(backend, options)
     except run.TrainingDivergedError as e:
         _say("train", f"error: {e}")
         return 1
+    first = os.environ.get("RANK", "0") == "0"  # one line for a torchrun launch too: rank 0's
     if result.signal is not None:
-        _say("train", f"stopped by signal {result.signal} at step {result.global_step}; checkpoint "
-                      f"{result.checkpoint}")
+        if first:
+            _say("train", f"stopped by signal {result.signal} at step {result.global_step}; checkpoint "
+                          f"{result.checkpoint}")
         return 128 + int(result.signal)
-    print(f"{args.run}: step {result.global_step}, checkpoint {result.checkpoint}")
+    if first:
+        print(f"{args.run}: step {result.global_step}, checkpoint {result.checkpoint}")
     return 0
 
 
@@ -528,7 +553,9 @@ _EXAMPLES = {
   speechblocks train datasets/SV2TTS/synthesizer runs/rtvc --framework torch --hparams rtvc
   speechblocks train datasets/SV2TTS/synthesizer runs/rtvc        # resume from the last checkpoint
   speechblocks train data runs/ft --from taco_pretrained --framework keras --steps 5000 --batch-size 16
-  speechblocks train data runs/small --set tacotron_checkpoint_interval=500 --set tacotron_eval_interval=500""",
+  speechblocks train data runs/small --set tacotron_checkpoint_interval=500 --set tacotron_eval_interval=500
+  torchrun --nproc-per-node 2 -m speechblocks.cli train data runs/ddp --framework torch   # 2 processes (gloo)
+  speechblocks train data runs/mirrored --framework keras --strategy mirrored --replicas 2""",
     "gta": """examples:
   speechblocks gta datasets/SV2TTS/synthesizer runs/rtvc/checkpoints/tacotron2-00020000.pt gta_out
   speechblocks gta data runs/rtvc gta_out --batch-size 16        # a RUN folder: its last checkpoint
@@ -741,6 +768,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--steps", type=int, help="steps to train now (default: up to tacotron_train_steps)")
     pt.add_argument("--batch-size", type=int, help="tacotron_batch_size")
     pt.add_argument("--seed", type=int, help="seed of data order and dropout (default: tacotron_random_seed)")
+    pt.add_argument("--strategy", choices=("mirrored",),
+                    help="keras: data-parallel over the GPUs or, without one, --replicas logical CPU devices "
+                         "(tf.distribute.MirroredStrategy); torch: run under torchrun --nproc-per-node N instead")
+    pt.add_argument("--replicas", type=int, help="with --strategy mirrored: the number of replicas (default: every "
+                                                 "GPU, or 2 logical CPU devices)")
     pt.add_argument("--quiet", action="store_true", help="no progress lines")
     pt.set_defaults(func=_cmd_train)
 

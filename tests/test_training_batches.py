@@ -319,3 +319,65 @@ def test_nan_mel_and_unencodable_text(tmp_path):
         load_example(meta[0], tmp_path, hp)
     with pytest.raises(ValueError, match=r"line 2: the text '\{HH AH0\}' has no character"):
         load_example(meta[1]._replace(text="{HH AH0}"), tmp_path, hp)
+
+
+# ---------------------------------------------------------------------------------------------- data-parallel shards
+
+
+def test_shards_padded_to_the_global_lengths_are_the_global_batch_rows():
+    """A rank's rows, batched alone and padded to the global lengths (pad_batch), are the global batch's rows; the
+    shards are consecutive, cover the batch and differ by at most one row."""
+    from speechblocks.training import pad_batch, shard_rows
+
+    rng = np.random.default_rng(3)
+    for preset, linear in (("rtvc", False), ("rayhane", True)):
+        hp = tiny_hparams(preset, outputs_per_step=3)
+        examples = []
+        for _ in range(5):
+            frames = int(rng.integers(1, 11))
+            ids = rng.integers(1, 66, size=int(rng.integers(1, 9)))
+            embed = rng.normal(size=2) if preset == "rtvc" else None
+            example = (ids, rng.normal(size=(frames, 3)), embed)
+            examples.append(example + ((rng.normal(size=(frames, 5)),) if linear else ()))
+        whole = prepare_batch(examples, hp)
+        for shards in (1, 2, 3, 5):
+            bounds = [shard_rows(5, shards, i) for i in range(shards)]
+            assert bounds[0][0] == 0 and bounds[-1][1] == 5
+            assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+            assert {hi - lo for lo, hi in bounds} <= {5 // shards, 5 // shards + 1}
+            for lo, hi in bounds:
+                part = pad_batch(prepare_batch(examples[lo:hi], hp), whole["inputs"].shape[1],
+                                 whole["mel_targets"].shape[1], hp)
+                assert sorted(part) == sorted(whole)
+                for key, value in whole.items():
+                    np.testing.assert_array_equal(part[key], value[lo:hi], err_msg=f"{preset} {key} {lo}:{hi}")
+    with pytest.raises(ValueError, match="cannot be split over 3"):
+        shard_rows(2, 3, 0)
+    with pytest.raises(ValueError, match="multiple of outputs_per_step=3"):
+        pad_batch(whole, whole["inputs"].shape[1], whole["mel_targets"].shape[1] + 1, hp)
+
+
+def test_noise_masks_keep_rates_shapes_and_seed():
+    """Each element kept with probability 1 - rate (pre-net and convolutions: tacotron_dropout_rate; LSTMs:
+    tacotron_zoneout_rate), the shapes of the model's noise_masks, the same masks for the same seed only."""
+    from speechblocks.training import draw_noise_masks
+
+    hp = dict(tacotron2_hparams("rtvc"), tacotron_dropout_rate=0.3, tacotron_zoneout_rate=0.1, outputs_per_step=2)
+    b, t_in, t_out = 8, 40, 60
+    masks = draw_noise_masks(hp, b, t_in, t_out, seed=7)
+    assert [m.shape for m in masks["prenet"]] == [(b, 30, 256), (b, 30, 256)]
+    assert [m.shape for m in masks["encoder_convolutions"]] == [(b, t_in, 512)] * 3
+    assert [m.shape for pair in masks["encoder_LSTM"] for m in pair] == [(b, t_in, 256)] * 4
+    assert [m.shape for pair in masks["decoder_LSTM"] for m in pair] == [(b, 30, 1024)] * 4
+    assert [m.shape for m in masks["postnet_convolutions"]] == [(b, t_out, 512)] * 5
+    for key, rate in (("prenet", 0.3), ("encoder_convolutions", 0.3), ("postnet_convolutions", 0.3),
+                      ("encoder_LSTM", 0.1), ("decoder_LSTM", 0.1)):
+        parts = [m for pair in masks[key] for m in pair] if key.endswith("LSTM") else masks[key]
+        flat = np.concatenate([m.ravel() for m in parts])
+        assert set(np.unique(flat)) <= {0.0, 1.0}
+        assert abs(flat.mean() - (1 - rate)) < 4 * math.sqrt(rate * (1 - rate) / flat.size), key
+    again, other = draw_noise_masks(hp, b, t_in, t_out, seed=7), draw_noise_masks(hp, b, t_in, t_out, seed=8)
+    assert np.array_equal(again["postnet_convolutions"][4], masks["postnet_convolutions"][4])
+    assert not np.array_equal(other["postnet_convolutions"][4], masks["postnet_convolutions"][4])
+    with pytest.raises(ValueError, match="tacotron_zoneout_rate"):
+        draw_noise_masks(dict(hp, tacotron_zoneout_rate=1.0), b, t_in, t_out, seed=0)

@@ -62,3 +62,36 @@ class BatchNormalization(keras.layers.BatchNormalization):
         if self.synchronized and mask is None and replica_context()[0] is None:
             return keras.ops.moments(inputs, axes=self._reduction_axes)
         return super()._moments(inputs, mask)
+
+
+def mirrored_strategy(replicas: int | None = None):
+    """``tf.distribute.MirroredStrategy`` for ``speechblocks train --strategy mirrored``.
+
+    With GPUs: over the first ``replicas`` of them (default: every GPU). Without: over ``replicas`` logical CPU
+    devices (default 2) carved out of the CPU with ``tf.config.set_logical_device_configuration`` -- which must
+    happen before TensorFlow initialises its devices (before the first op); an already initialised CPU with
+    that many logical devices is used as it is.
+
+    Raises:
+        ValueError: ``replicas < 1``, more replicas than GPUs, or a CPU already initialised with another number of
+            logical devices.
+    """
+    if replicas is not None and (isinstance(replicas, bool) or int(replicas) < 1):
+        raise ValueError(f"mirrored_strategy: argument `replicas` must be >= 1; got {replicas!r}.")
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        n = len(gpus) if replicas is None else int(replicas)
+        if n > len(gpus):
+            raise ValueError(f"mirrored_strategy: {n} replicas asked for, {len(gpus)} GPU(s) present.")
+        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(n)])
+    n = 2 if replicas is None else int(replicas)
+    (cpu,) = tf.config.list_physical_devices("CPU")[:1]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError:  # devices already initialised: usable only if they are the ones asked for
+        pass
+    logical = tf.config.list_logical_devices("CPU")
+    if len(logical) != n:
+        raise ValueError(f"mirrored_strategy: TensorFlow's CPU devices were initialised before the strategy "
+                         f"({len(logical)} logical CPU device(s), {n} asked for): create it first.")
+    return tf.distribute.MirroredStrategy([d.name for d in logical])

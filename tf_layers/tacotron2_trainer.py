@@ -3,6 +3,7 @@ learning rate, global-norm clipping and the loss of ``add_loss`` -- the Keras ba
 ``speechblocks gta``."""
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -12,6 +13,7 @@ import tensorflow as tf
 
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.training.checkpoint_files import write_keras_model_file
+from speechblocks.training.noise import draw_noise_masks
 from speechblocks.training.run import StepResult
 
 from .tacotron2 import Tacotron2
@@ -39,6 +41,10 @@ def _signature(batch: Mapping[str, np.ndarray]) -> dict:
     return {k: tf.TensorSpec(shape(k, v), tf.int32 if k in _INT_KEYS else tf.float32) for k, v in batch.items()}
 
 
+def _noise_signature(masks) -> object:
+    return tf.nest.map_structure(lambda m: tf.TensorSpec([None, None, int(np.shape(m)[-1])], tf.float32), masks)
+
+
 def _batch_tensors(batch: Mapping[str, np.ndarray]) -> dict:
     return {k: tf.convert_to_tensor(np.ascontiguousarray(v), tf.int32 if k in _INT_KEYS else tf.float32)
             for k, v in batch.items()}
@@ -52,8 +58,16 @@ class Tacotron2Trainer:
     ``training=True`` on the batch (teacher forced), :func:`tacotron2_loss`, the gradients of every trainable
     variable, ``tf.clip_by_global_norm(gradients, 1.0)`` when ``tacotron_clip_gradients``, one
     ``keras.optimizers.Adam`` update (Keras 3's update is TF1's: epsilon added to ``sqrt(v)`` after the bias
-    correction folded into the step size) with the given learning rate. Before every step the state of every
-    ``SeedGenerator`` of the model is set from the step's seed, so the random draws are a function of it.
+    correction folded into the step size) with the given learning rate. The step's dropout and zoneout keep-masks
+    are :func:`speechblocks.training.draw_noise_masks` of the batch, drawn from the step's seed (the torch
+    trainer's draws); before every step the state of every ``SeedGenerator`` of the model is set from the seed too.
+
+    Data-parallel (:meth:`mirrored`: ``tf.distribute.MirroredStrategy``): the model and the optimizer live under
+    the strategy, every batch norm uses the global batch's statistics (``sync_batch_norm=True``), each replica runs
+    its consecutive rows of the global batch (:func:`speechblocks.training.shard_rows`) with its rows of the
+    global batch's keep-masks, the loss is the global reduction of :func:`tacotron2_loss` (each replica's share of
+    the global batch's loss), the replicas' gradients are summed -- the gradient of the single-process loss on the
+    global batch -- and then clipped and applied once: the step equals the single-device step.
 
     Args:
         model (Tacotron2): the Keras model (trained in place).
@@ -67,6 +81,8 @@ class Tacotron2Trainer:
     model_suffix = ".weights.h5"
     #: run the steps eagerly instead of tracing them (no ~5 s trace per trainer; slower per step)
     run_eagerly = False
+    #: the ``tf.distribute`` strategy of a data-parallel trainer class (:meth:`mirrored`); ``None``: one device
+    strategy = None
 
     def __init__(self, model: Tacotron2):
         self.model = model
@@ -76,36 +92,60 @@ class Tacotron2Trainer:
         self._bindings = {k: v for k, v in specs.items() if v.variable.trainable}
         self._variables = [v.variable for v in self._bindings.values()]
         self._seed_states = [v for v in model.variables if v.path.endswith("seed_generator_state")]
-        self.optimizer = keras.optimizers.Adam(learning_rate=hp.tacotron_initial_learning_rate,
-                                               beta_1=hp.tacotron_adam_beta1, beta_2=hp.tacotron_adam_beta2,
-                                               epsilon=hp.tacotron_adam_epsilon)
-        self.optimizer.build(self._variables)
+        with self._scope():
+            self.optimizer = keras.optimizers.Adam(learning_rate=hp.tacotron_initial_learning_rate,
+                                                   beta_1=hp.tacotron_adam_beta1, beta_2=hp.tacotron_adam_beta2,
+                                                   epsilon=hp.tacotron_adam_epsilon)
+            self.optimizer.build(self._variables)
         self._step_fn = None
         self._grad_fn = None
+        self._apply_fn = None
 
     # -- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def mirrored(cls, replicas: int | None = None, strategy=None) -> type:
+        """A trainer class whose trainers run data-parallel under ``tf.distribute.MirroredStrategy``: ``strategy``,
+        or one over the GPUs or, on a machine without one, over ``replicas`` logical CPU devices (default 2;
+        TensorFlow must not have initialised its devices yet). See :func:`tf_layers._distribute.mirrored_strategy`."""
+        from ._distribute import mirrored_strategy
+
+        strategy = mirrored_strategy(replicas) if strategy is None else strategy
+        return type(cls.__name__, (cls,), {"strategy": strategy, "__doc__": cls.__doc__})
+
+    @classmethod
+    def _scope(cls):
+        return contextlib.nullcontext() if cls.strategy is None else cls.strategy.scope()
+
+    @classmethod
+    def _model_kwargs(cls) -> dict:
+        return {} if cls.strategy is None else {"sync_batch_norm": True}
+
     @classmethod
     def new(cls, hparams, seed: int = 0) -> Tacotron2Trainer:
         """A freshly initialised model (TF1's initializers, drawn after ``keras.utils.set_random_seed(seed)``)."""
         keras.utils.set_random_seed(int(seed))
-        return cls(Tacotron2(hparams, seed=int(seed)))
+        with cls._scope():
+            return cls(Tacotron2(hparams, seed=int(seed), **cls._model_kwargs()))
 
     @classmethod
     def from_model_file(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
         """The model of a migrated ``.weights.h5`` file (e.g. a checkpoint of a run)."""
-        return cls(Tacotron2.from_migrated(path, hparams))
+        with cls._scope():
+            return cls(Tacotron2.from_migrated(path, hparams, **cls._model_kwargs()))
 
     @classmethod
     def from_tf1_checkpoint(cls, path: str | os.PathLike, hparams=None) -> Tacotron2Trainer:
         """The model of a TF1 checkpoint (read in numpy)."""
-        return cls(Tacotron2.from_tf1_checkpoint(path, hparams))
+        with cls._scope():
+            return cls(Tacotron2.from_tf1_checkpoint(path, hparams, **cls._model_kwargs()))
 
     @classmethod
     def with_hparams(cls, trainer: Tacotron2Trainer, hparams: Tacotron2HParams) -> Tacotron2Trainer:
         """A trainer of a model with other (size-compatible) hparams and the same weights (no optimizer state)."""
-        model = Tacotron2(hparams)
-        model.load_tf1_weights(trainer.model.tf1_weights())
-        return cls(model)
+        with cls._scope():
+            model = Tacotron2(hparams, **cls._model_kwargs())
+            model.load_tf1_weights(trainer.model.tf1_weights())
+            return cls(model)
 
     def trainable_names(self) -> list[str]:
         """The TF1 names of the trainable variables (relative to ``Tacotron_model/inference/``)."""
@@ -117,37 +157,68 @@ class Tacotron2Trainer:
             sub = np.random.SeedSequence([int(seed), i]).generate_state(1)[0]
             state.assign(np.array([int(sub), 0], dtype=state.dtype))
 
-    def _gradients(self, b: dict):
+    def _pass(self, b: dict, noise):
+        """The losses and raw gradients of a training-mode pass (under a strategy: of this replica's rows, its
+        share of the global batch's loss)."""
         with tf.GradientTape() as tape:
             out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"],
-                             training=True)
+                             training=True, noise_masks=noise)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"],
                                     b["targets_lengths"], b.get("linear_targets"))
         grads = tape.gradient(losses["loss"], self._variables)
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for v, g in zip(self._variables, grads)]
+        return losses, grads
+
+    def _replica_pass(self, b: dict, noise, bounds):
+        ctx = tf.distribute.get_replica_context()
+        index = ctx.replica_id_in_sync_group
+        lo, hi = bounds[index], bounds[index + 1]
+        rows = lambda x: x[lo:hi]  # noqa: E731
+        return self._pass({k: rows(v) for k, v in b.items()}, tf.nest.map_structure(rows, noise))
+
+    def _gradients(self, b: dict, noise):
+        if self.strategy is None:
+            losses, grads = self._pass(b, noise)
+        else:  # each replica its rows (shard_rows' split); the shares of the loss and the gradients summed
+            strategy = self.strategy
+            replicas = strategy.num_replicas_in_sync
+            bounds = tf.range(replicas + 1) * tf.shape(b["inputs"])[0] // replicas
+            losses, grads = strategy.run(self._replica_pass, args=(b, noise, bounds))
+            total = tf.distribute.ReduceOp.SUM
+            losses = {k: strategy.reduce(total, v, axis=None) for k, v in losses.items()}
+            grads = [strategy.reduce(total, g, axis=None) for g in grads]
         if self.hparams.tacotron_clip_gradients:
             grads, norm = tf.clip_by_global_norm(grads, 1.0)
         else:
             norm = tf.linalg.global_norm(grads)
         return losses, grads, norm
 
+    def _noise(self, batch: Mapping[str, np.ndarray], seed: int):
+        masks = draw_noise_masks(self.hparams, batch["inputs"].shape[0], batch["inputs"].shape[1],
+                                 batch["mel_targets"].shape[1], seed)
+        return masks, tf.nest.map_structure(tf.convert_to_tensor, masks)
+
     def compute_gradients(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict, list, float]:
         """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass, in
         :meth:`trainable_names` order, and the global norm before clipping (numpy)."""
+        masks, noise = self._noise(batch, seed)
         if self._grad_fn is None:
             self._grad_fn = self._gradients if self.run_eagerly else \
-                tf.function(self._gradients, input_signature=[_signature(batch)])
+                tf.function(self._gradients, input_signature=[_signature(batch), _noise_signature(masks)])
         self._reseed(seed)
-        losses, grads, norm = self._grad_fn(_batch_tensors(batch))
+        losses, grads, norm = self._grad_fn(_batch_tensors(batch), noise)
         return ({k: float(v) for k, v in losses.items()}, [np.asarray(g) for g in grads], float(norm))
 
-    def _apply(self, b: dict, learning_rate):
-        losses, grads, norm = self._gradients(b)
+    def _update(self, grads, learning_rate):
+        self.optimizer.learning_rate.assign(learning_rate)
+        self.optimizer.apply_gradients(zip(grads, self._variables))
+
+    def _apply(self, b: dict, noise, learning_rate):
+        losses, grads, norm = self._gradients(b, noise)
         finite = tf.math.is_finite(losses["loss"])
 
         def update():
-            self.optimizer.learning_rate.assign(learning_rate)
-            self.optimizer.apply_gradients(zip(grads, self._variables))
+            self._update(grads, learning_rate)
             return tf.constant(True)
 
         applied = tf.cond(finite, update, lambda: tf.constant(False))
@@ -156,12 +227,29 @@ class Tacotron2Trainer:
     def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int) -> StepResult:
         """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
         learning rate; the update is not applied when the loss is not finite."""
+        masks, noise = self._noise(batch, seed)
+        rate = tf.constant(learning_rate, tf.float32)
+        self._reseed(seed)
+        if self.strategy is not None:  # the update in the cross-replica context, on the summed gradients
+            losses, grads, norm = self._distributed_gradients(batch, masks, noise)
+            applied = bool(np.isfinite(float(losses["loss"])))
+            if applied:
+                if self._apply_fn is None:
+                    self._apply_fn = self._update if self.run_eagerly else tf.function(self._update)
+                self._apply_fn(grads, rate)
+            return StepResult({k: float(v) for k, v in losses.items()}, float(norm), applied)
         if self._step_fn is None:
             self._step_fn = self._apply if self.run_eagerly else \
-                tf.function(self._apply, input_signature=[_signature(batch), tf.TensorSpec([], tf.float32)])
-        self._reseed(seed)
-        losses, norm, applied = self._step_fn(_batch_tensors(batch), tf.constant(learning_rate, tf.float32))
+                tf.function(self._apply, input_signature=[_signature(batch), _noise_signature(masks),
+                                                          tf.TensorSpec([], tf.float32)])
+        losses, norm, applied = self._step_fn(_batch_tensors(batch), noise, rate)
         return StepResult({k: float(v) for k, v in losses.items()}, float(norm), bool(applied))
+
+    def _distributed_gradients(self, batch, masks, noise):
+        if self._grad_fn is None:
+            self._grad_fn = self._gradients if self.run_eagerly else \
+                tf.function(self._gradients, input_signature=[_signature(batch), _noise_signature(masks)])
+        return self._grad_fn(_batch_tensors(batch), noise)
 
     def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
         """The original eval model on a test batch: inference mode, teacher forced over every target frame, the loss

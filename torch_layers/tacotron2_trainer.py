@@ -11,15 +11,19 @@ import torch
 from torch import Tensor
 
 from speechblocks.atomic_files import atomic_path
+from speechblocks.errors import UsageError
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
 from speechblocks.training.checkpoint_files import torch_model_payload
+from speechblocks.training.noise import draw_noise_masks, noise_mask_rows
 from speechblocks.training.run import StepResult
 
+from .collectives import is_distributed
+from .distributed import set_sync_batch_norm
 from .tacotron2 import Tacotron2
 from .tacotron2_loss import tacotron2_loss
 
-__all__ = ["TF1Adam", "Tacotron2Trainer", "clip_by_global_norm"]
+__all__ = ["TF1Adam", "Tacotron2Trainer", "TorchDistributed", "clip_by_global_norm"]
 
 
 class TF1Adam(torch.optim.Optimizer):
@@ -99,12 +103,61 @@ def clip_by_global_norm(tensors: list[Tensor], clip_norm: float = 1.0) -> tuple[
     return [t * scale.to(t.dtype) for t in tensors], norm
 
 
+def _mask_tensors(masks, device):
+    if isinstance(masks, dict):
+        return {k: _mask_tensors(v, device) for k, v in masks.items()}
+    if isinstance(masks, (list, tuple)):
+        return type(masks)(_mask_tensors(v, device) for v in masks)
+    return torch.from_numpy(np.ascontiguousarray(masks)).to(device)
+
+
 def _batch_tensors(batch: Mapping[str, np.ndarray], device) -> dict[str, Tensor]:
     out = {}
     for k, v in batch.items():
         t = torch.from_numpy(np.ascontiguousarray(v))
         out[k] = (t.long() if k in ("inputs", "input_lengths", "targets_lengths") else t).to(device)
     return out
+
+
+def _launched_ranks() -> int:
+    """``WORLD_SIZE`` of a ``torchrun`` launch (1 without one)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise UsageError(f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} is not a number of processes") from None
+
+
+class TorchDistributed:
+    """The processes of a data-parallel run (``torchrun --nproc-per-node N -m speechblocks train ...``): what the
+    framework-free loop of :func:`speechblocks.training.run.train` needs of them.
+
+    Attributes:
+        rank (int): this process's rank; rank 0 writes the run folder.
+        world_size (int): the number of processes.
+    """
+
+    def __init__(self, owned: bool):
+        import torch.distributed as dist
+
+        self._dist = dist
+        self._owned = owned
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+
+    def barrier(self) -> None:
+        """Wait for every rank."""
+        self._dist.barrier()
+
+    def max(self, values: list[int]) -> list[int]:
+        """The element-wise maximum of ``values`` over the ranks."""
+        t = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX)
+        return [int(v) for v in t.tolist()]
+
+    def close(self) -> None:
+        """Ends the process group when :meth:`Tacotron2Trainer.distribution` started it."""
+        if self._owned and self._dist.is_initialized():
+            self._dist.destroy_process_group()
 
 
 class Tacotron2Trainer:
@@ -114,7 +167,15 @@ class Tacotron2Trainer:
     Each :meth:`train_step`: the model in ``train()`` on the batch (teacher forced), :func:`tacotron2_loss`,
     gradients of every trainable variable, ``clip_by_global_norm(gradients, 1.0)`` when
     ``tacotron_clip_gradients``, one :class:`TF1Adam` update with the given learning rate. The step's random draws
-    (pre-net dropout, zoneout, conv dropout) come from ``torch.manual_seed(seed)``.
+    (pre-net dropout, zoneout, conv dropout) are the keep-masks of
+    :func:`speechblocks.training.draw_noise_masks` for the global batch, drawn from the step's seed.
+
+    Data-parallel (an initialised ``torch.distributed`` process group of several ranks, e.g. under ``torchrun``):
+    every batch norm uses the global batch's statistics (:func:`~torch_layers.distributed.set_sync_batch_norm`),
+    the model runs under ``DistributedDataParallel`` (the ranks start from rank 0's weights), each rank passes its
+    rows of the global batch (padded to the global batch's lengths) and the loss is the global reduction of
+    :func:`tacotron2_loss` (the masked terms normalised over the whole global batch): DDP's averaged gradients are
+    the gradients of the single-process loss on the global batch, and every rank applies the same update.
 
     Args:
         model (Tacotron2): the model (trained in place).
@@ -137,6 +198,34 @@ class Tacotron2Trainer:
         hp = self.hparams
         self.optimizer = TF1Adam([b.tensor for b in self._bindings.values()], lr=hp.tacotron_initial_learning_rate,
                                  betas=(hp.tacotron_adam_beta1, hp.tacotron_adam_beta2), eps=hp.tacotron_adam_epsilon)
+        self.ddp = None
+        if is_distributed():
+            from torch.nn.parallel import DistributedDataParallel
+
+            set_sync_batch_norm(self.model, True)
+            self.ddp = DistributedDataParallel(self.model)  # broadcasts rank 0's weights and buffers
+
+    @classmethod
+    def distribution(cls) -> TorchDistributed | None:
+        """The data-parallel processes this one belongs to, or ``None`` (one process).
+
+        Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the process group is started here (gloo, the
+        ``env://`` rendezvous of ``torchrun``; :meth:`TorchDistributed.close` ends it); an already initialised
+        group of several ranks is used as it is.
+        """
+        import torch.distributed as dist
+
+        owned = False
+        if not (dist.is_available() and dist.is_initialized()):
+            if _launched_ranks() <= 1:
+                return None
+            dist.init_process_group("gloo")
+            owned = True
+        if dist.get_world_size() <= 1:
+            if owned:
+                dist.destroy_process_group()
+            return None
+        return TorchDistributed(owned)
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -167,22 +256,51 @@ class Tacotron2Trainer:
         return list(self._bindings)
 
     # -- steps --------------------------------------------------------------------------------------------------
-    def compute_gradients(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, Tensor], list, Tensor]:
+    def noise_masks(self, batch: Mapping[str, np.ndarray], seed: int, rows: tuple[int, int] | None = None) -> dict:
+        """The keep-masks of ``batch``'s rows: :func:`~speechblocks.training.draw_noise_masks` of the global batch
+        (``rows = (first row, global batch size)``; default the batch is the global batch), cut to these rows."""
+        n = batch["inputs"].shape[0]
+        first, total = (0, n) if rows is None else (int(rows[0]), int(rows[1]))
+        masks = draw_noise_masks(self.hparams, total, batch["inputs"].shape[1], batch["mel_targets"].shape[1], seed)
+        if (first, total) != (0, n):
+            masks = noise_mask_rows(masks, first, first + n)
+        return _mask_tensors(masks, self.device)
+
+    def compute_gradients(self, batch: Mapping[str, np.ndarray], seed: int, rows: tuple[int, int] | None = None
+                          ) -> tuple[dict[str, Tensor], list, Tensor]:
         """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass.
 
+        Args:
+            batch: :func:`speechblocks.training.prepare_batch`'s dict (a rank's rows of the global batch, padded
+                to its lengths, when data-parallel).
+            seed (int): the step's seed (the keep-masks of the global batch).
+            rows (tuple[int, int], optional): ``(first row, global batch size)`` of ``batch`` in the global batch.
+                (Default: the batch is the global batch)
+
         Returns:
-            (dict[str, Tensor], list[Tensor], Tensor): the losses, the gradients in :meth:`trainable_names` order,
-            the global norm before clipping.
+            (dict[str, Tensor], list[Tensor], Tensor): the losses (of the global batch), the gradients in
+            :meth:`trainable_names` order (data-parallel: DDP's average, the global batch's), the global norm
+            before clipping.
         """
         b = _batch_tensors(batch, self.device)
+        noise = self.noise_masks(batch, seed, rows)
         self.model.train()
         torch.manual_seed(int(seed))
         params = [v.tensor for v in self._bindings.values()]
+        net = self.model if self.ddp is None else self.ddp
         with torch.enable_grad():
-            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"])
+            out = net(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], None, noise)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                     b.get("linear_targets"))
-            grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)
+            if self.ddp is None:
+                grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)
+            else:  # DDP all-reduces (averages) the gradients as backward accumulates them
+                for p in params:
+                    p.grad = None
+                losses["loss"].backward()
+                grads = [p.grad for p in params]
+                for p in params:
+                    p.grad = None
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
         if self.hparams.tacotron_clip_gradients:
             grads, norm = clip_by_global_norm(grads, 1.0)
@@ -190,10 +308,12 @@ class Tacotron2Trainer:
             norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads))
         return {k: v.detach() for k, v in losses.items()}, grads, norm
 
-    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int) -> StepResult:
+    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int,
+                   rows: tuple[int, int] | None = None) -> StepResult:
         """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
-        learning rate; the update is not applied when the loss is not finite."""
-        losses, grads, norm = self.compute_gradients(batch, seed)
+        learning rate (``rows`` as :meth:`compute_gradients`); the update is not applied when the loss is not
+        finite."""
+        losses, grads, norm = self.compute_gradients(batch, seed, rows)
         values = {k: float(v) for k, v in losses.items()}
         if not math.isfinite(values["loss"]):
             return StepResult(values, float(norm), applied=False)
@@ -210,7 +330,8 @@ class Tacotron2Trainer:
     def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
         """The original eval model on a test batch: inference mode (moving statistics, no conv dropout,
         deterministic zoneout), teacher forced over every target frame, the loss of ``add_loss`` with the stop
-        logits recovered from the probabilities (clipped to ``[1e-7, 1 - 1e-7]``).
+        logits recovered from the probabilities (clipped to ``[1e-7, 1 - 1e-7]``). Runs on one process (rank 0 of a
+        data-parallel run), without collectives.
 
         Returns:
             (dict[str, float], numpy.ndarray, numpy.ndarray): the losses, the first example's ``mel_outputs``
@@ -224,8 +345,9 @@ class Tacotron2Trainer:
             out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], steps)
             p = out["stop_token_prediction"].clamp(1e-7, 1 - 1e-7)
             out = dict(out, stop_token_prediction=torch.log(p) - torch.log1p(-p))
+            # one rank evaluates (data-parallel runs too): its own loss, no collective (in one process the same)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
-                                    b.get("linear_targets"))
+                                    b.get("linear_targets"), reduction="per_replica")
         finally:
             self.model.train()
         return ({k: float(v) for k, v in losses.items()}, out["mel_outputs"][0].cpu().numpy(),

@@ -8,7 +8,7 @@ import numpy as np
 from ..text import SYMBOLS
 from ._hparams import get_bool, get_float, get_int, lookup
 
-__all__ = ["prepare_batch", "round_up", "target_pad_value"]
+__all__ = ["pad_batch", "prepare_batch", "round_up", "shard_rows", "target_pad_value"]
 
 
 def round_up(length: int, multiple: int) -> int:
@@ -133,4 +133,45 @@ def prepare_batch(examples: Sequence[tuple], hparams, n_symbols: int | None = No
                 _fail(b, f"linear target has {x.shape[1]} bins, example 0 has {num_freq}.")
             linear_targets[b, :len(x)] = x
         out["linear_targets"] = linear_targets
+    return out
+
+
+def shard_rows(batch_size: int, shards: int, index: int) -> tuple[int, int]:
+    """Rows ``[lo, hi)`` of shard ``index`` of ``shards`` over a global batch of ``batch_size`` rows: consecutive
+    slices in order, ``lo = index * batch_size // shards`` (every shard gets ``batch_size // shards`` or one more
+    row). A data-parallel rank (or replica) reads and runs these rows of every global batch.
+
+    Raises:
+        ValueError: ``batch_size < shards`` (a shard would be empty) or ``index`` outside ``[0, shards)``.
+    """
+    batch_size, shards, index = int(batch_size), int(shards), int(index)
+    if shards < 1 or not 0 <= index < shards:
+        raise ValueError(f"shard_rows: argument `index` must lie in [0, shards={shards}); got {index}.")
+    if batch_size < shards:
+        raise ValueError(f"shard_rows: the global batch of {batch_size} example(s) cannot be split over {shards} "
+                         f"data-parallel shards (tacotron_batch_size must be >= {shards}).")
+    return index * batch_size // shards, (index + 1) * batch_size // shards
+
+
+def pad_batch(batch: dict[str, np.ndarray], t_in: int, t_out: int, hparams) -> dict[str, np.ndarray]:
+    """A :func:`prepare_batch` batch padded further to ``T_in = t_in`` and ``T_out = t_out``, as the same rows
+    padded with the rest of the global batch would be (inputs with 0, targets with :func:`target_pad_value`,
+    stop-token targets with 1): a data-parallel rank's shard padded to the global batch's lengths.
+
+    Raises:
+        ValueError: ``t_in``/``t_out`` shorter than the batch's, or ``t_out`` not a multiple of ``outputs_per_step``.
+    """
+    r = get_int(hparams, "outputs_per_step")
+    have_in, have_out = batch["inputs"].shape[1], batch["mel_targets"].shape[1]
+    if t_in < have_in or t_out < have_out or t_out % r:
+        raise ValueError(f"pad_batch: lengths ({t_in}, {t_out}) must be at least the batch's ({have_in}, {have_out}) "
+                         f"and T_out a multiple of outputs_per_step={r}.")
+    pad = target_pad_value(hparams)
+    out = dict(batch)
+    out["inputs"] = np.pad(batch["inputs"], ((0, 0), (0, t_in - have_in)), constant_values=0)
+    out["stop_token_targets"] = np.pad(batch["stop_token_targets"], ((0, 0), (0, t_out - have_out)),
+                                       constant_values=1.0)
+    for key in ("mel_targets", "linear_targets"):
+        if key in batch:
+            out[key] = np.pad(batch[key], ((0, 0), (0, t_out - have_out), (0, 0)), constant_values=pad)
     return out

@@ -13,8 +13,12 @@ A backend (``torch_layers.Tacotron2Trainer``, ``tf_layers.Tacotron2Trainer``) im
 * class attributes ``framework`` (``"torch"``/``"keras"``) and ``model_suffix`` (``".pt"``/``".weights.h5"``);
 * class methods ``new(hparams, seed)``, ``from_model_file(path, hparams)``, ``from_tf1_checkpoint(path, hparams)``
   (returning a trainer);
+* optionally a class method ``distribution()`` returning ``None`` (one process) or the data-parallel processes
+  this one belongs to (``rank``, ``world_size``, ``barrier()``, ``max(list of ints)``, ``close()``), as the torch
+  backend under ``torchrun``;
 * ``hparams`` (the model's :class:`~speechblocks.Tacotron2HParams`), ``train_step(batch, learning_rate, seed) ->
-  StepResult``, ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``, ``teacher_forced(batch,
+  StepResult`` (data-parallel: ``train_step(batch, learning_rate, seed, rows)`` with the rank's rows of the global
+  batch and ``rows = (first row, global batch size)``), ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``, ``teacher_forced(batch,
   max_iters) -> mel_outputs``, ``save_model(path)``, ``optimizer_state() -> (updates, {slot name: array})``,
   ``load_optimizer_state(updates, slots)``.
 
@@ -29,6 +33,13 @@ The run folder ``RUN``::
 
 Randomness (dropout, zoneout) is drawn from a generator re-seeded before every step from ``(seed, global
 step)``: a resumed run draws what the uninterrupted run drew, so resuming is exact.
+
+Data-parallel processes (``torchrun --nproc-per-node N -m speechblocks train ...``): every rank follows the same
+data order (the sampler of one process) and reads only its rows of each global batch
+(:func:`~speechblocks.training.shard_rows`: consecutive slices), padded to the global batch's lengths
+(:func:`~speechblocks.training.pad_batch`, the lengths agreed over the ranks); the backend makes the step the
+single-process step on the global batch. Rank 0 alone writes the run folder (run.json, checkpoints, events,
+evaluations, progress lines); a signal to any rank stops every rank after the same step.
 """
 from __future__ import annotations
 
@@ -47,7 +58,7 @@ import numpy as np
 from ..atomic_files import atomic_path
 from ..errors import UsageError
 from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
-from .batches import prepare_batch
+from .batches import pad_batch, prepare_batch, shard_rows
 from .checkpoint_files import read_state, write_state
 from .examples import check_example_files, load_example
 from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
@@ -126,6 +137,9 @@ class TrainResult:
     checkpoint: str | None
     signal: int | None = None
     eval_losses: dict = dataclasses.field(default_factory=dict)
+    #: per step of this invocation: ``(seconds reading and padding the batch, seconds of the optimizer step, real
+    #: mel frames of the batch -- this process's rows)``: where the time goes (``bench/bench_training.py``)
+    timings: list = dataclasses.field(default_factory=list)
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -275,10 +289,25 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
 
     Raises:
         UsageError: no ``train.txt`` in DATA, a RUN of another model or framework, ``--from`` a missing file,
-            ``steps < 1``.
+            ``steps < 1``, a global batch smaller than the number of data-parallel processes.
         ValueError: bad data (naming ``train.txt`` and the line), hparams, checkpoints.
         TrainingDivergedError: a NaN or infinite loss (naming the step and the batch's utterance ids).
     """
+    data_dir = os.path.abspath(options.data)
+    if not os.path.isfile(os.path.join(data_dir, "train.txt")):  # checked before any process group starts
+        raise UsageError(f"DATA {options.data!r} holds no train.txt (run `speechblocks preprocess` first)")
+    distribution = getattr(backend_cls, "distribution", None)
+    ranks = distribution() if distribution is not None else None
+    try:
+        return _train(backend_cls, options, on_step, ranks)
+    finally:
+        if ranks is not None:
+            ranks.close()
+
+
+def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) -> TrainResult:
+    """:func:`train` with the data-parallel processes ``ranks`` (``None``: one process)."""
+    rank, world = (0, 1) if ranks is None else (int(ranks.rank), int(ranks.world_size))
     data_dir, run_dir = os.path.abspath(options.data), os.path.abspath(options.run)
     metadata_path = os.path.join(data_dir, "train.txt")
     if not os.path.isfile(metadata_path):
@@ -296,7 +325,9 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
         latest = _latest(run_dir)
     else:
         hp_full = None
-    progress = _Progress(options.progress)
+    if ranks is not None:
+        ranks.barrier()  # every rank has read the run folder before rank 0 writes to it
+    progress = _Progress(options.progress and rank == 0)
 
     # the model and the optimizer state
     start_step, adam = 0, None
@@ -332,6 +363,9 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
             if adam is not None:
                 trainer.load_optimizer_state(*adam)
     hp_full = {k: _json_value(v) for k, v in hp_full.items()}
+    if world > 1 and int(hp_full["tacotron_batch_size"]) < world:
+        raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {world} "
+                         f"data-parallel processes (each reads its rows of the global batch)")
 
     # the data (checked before anything is written)
     metadata = read_metadata(metadata_path)
@@ -346,14 +380,18 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
     test_batches = make_test_batches(test_set, hp_full, seed=seed)
     n_symbols = model_hp.n_symbols
 
-    os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
-    if info is None:
+    writer = rank == 0
+    if writer:
+        os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
+    if info is None and writer:
         with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
             json.dump({"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
                        "n_symbols": n_symbols, "data": data_dir, "source": options.source}, f, indent=1,
                       sort_keys=True)
 
     def checkpoint(step: int) -> str:
+        if not writer:
+            return os.path.join(run_dir, "checkpoints", f"tacotron2-{step:08d}{trainer.model_suffix}")
         return _write_checkpoint(run_dir, trainer, step, sampler, seed, framework)
 
     last_checkpoint = None
@@ -362,8 +400,10 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
     total = options.steps if options.steps is not None else max(int(hp_full["tacotron_train_steps"]) - start_step, 0)
     from ..tensorboard_events import EventFileWriter
 
-    events = EventFileWriter(os.path.join(run_dir, "events"))
+    events = EventFileWriter(os.path.join(run_dir, "events")) if writer else None
     stop = _Stop(options.handle_signals)
+    stopped = None
+    timings: list = []
     step = start_step
     losses_seen: list = []
     window = deque(maxlen=100)
@@ -374,14 +414,29 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
     summary_every = int(hp_full["tacotron_summary_interval"])
     try:
         for _ in range(total):
-            if stop.signal is not None:
+            signum = stop.signal or 0
+            if world > 1:  # every rank stops after the same step
+                signum = ranks.max([signum])[0]
+            if signum:
+                stopped = signum
                 break
             t0 = time.perf_counter()
             indices = sampler.batch(sampler.state_dict()["batches"])
             entries = [train_set[i] for i in indices]
-            batch = _load_examples(entries, data_dir, hp_full, n_symbols)
+            if world > 1:
+                lo, hi = shard_rows(len(indices), world, rank)
+                batch = _load_examples(entries[lo:hi], data_dir, hp_full, n_symbols)
+                t_in, t_out = ranks.max([batch["inputs"].shape[1], batch["mel_targets"].shape[1]])
+                batch = pad_batch(batch, t_in, t_out, hp_full)
+            else:
+                batch = _load_examples(entries, data_dir, hp_full, n_symbols)
+            t1 = time.perf_counter()
             lr = learning_rate(step, hp_full)
-            result = trainer.train_step(batch, lr, step_seed(seed, step))
+            if world > 1:
+                result = trainer.train_step(batch, lr, step_seed(seed, step), (lo, len(indices)))
+            else:
+                result = trainer.train_step(batch, lr, step_seed(seed, step))
+            timings.append((t1 - t0, time.perf_counter() - t1, int(batch["targets_lengths"].sum())))
             result.learning_rate = lr
             loss = float(result.losses["loss"])
             if not result.applied or not math.isfinite(loss):
@@ -399,12 +454,12 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
                 on_step(step, result)
             progress.step(f"step {step:7d} [{sum(times) / len(times):.3f} s/step, loss={loss:.5f}, "
                           f"avg_loss={sum(window) / len(window):.5f}, lr={lr:.3g}]")
-            if step % summary_every == 0:
+            if step % summary_every == 0 and writer:
                 scalars = {f"stats/{k}": float(v) for k, v in result.losses.items()}
                 scalars.update({"stats/learning_rate": lr, "stats/gradient_norm": result.grad_norm,
                                 "stats/steps_per_second": 1.0 / max(dt, 1e-9)})
                 events.add_scalars(step, scalars)
-            if step % eval_every == 0:
+            if step % eval_every == 0 and writer:
                 eval_losses = _evaluate(trainer, test_set, test_batches, data_dir, hp_full, n_symbols, step, seed,
                                         run_dir, events, progress)
             if step % ckpt_every == 0:
@@ -415,8 +470,11 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
             progress.say(f"step {step}: checkpoint {os.path.basename(last_checkpoint)}")
     finally:
         stop.restore()
-        events.close()
-    return TrainResult(step, losses_seen, last_checkpoint, stop.signal, eval_losses)
+        if events is not None:
+            events.close()
+    if stopped is None and stop.signal is not None:  # a signal during the last step
+        stopped = stop.signal
+    return TrainResult(step, losses_seen, last_checkpoint, stopped, eval_losses, timings)
 
 
 def _from_source(backend_cls, source: str):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.torch_module_test import Fails, run_torch_module_test
+from tests.helpers.torch_module_test import run_torch_module_test
 from torch_layers import EncoderRNN
 from torch_layers._sequence import reverse_within_lengths
 from torch_layers.encoder_rnn import reverse_within_lengths_3d
@@ -18,9 +18,6 @@ def test_module_contract():
     run_torch_module_test(
         EncoderRNN, (5,), dict(size=4, zoneout=0.2), make_inputs=_inputs,
         expected_output_shape=lambda b, t: (b, t, 8), changes_in_training=True,
-        export=Fails("bidirectional_scan counts the all-valid leading steps from the lengths' values (int(...)) "
-                     "and loops over time; Tacotron2.encoder_module() is the exportable encoder",
-                     match="data-dependent"),
         bad_inputs=[([torch.zeros(2, 5), torch.tensor([1, 1])], "inputs"),
                     ([torch.zeros(2, 3, 4), torch.tensor([1, 1])], "(batch, time, 5)"),
                     ([torch.zeros(2, 3, 5), torch.tensor([1.0, 1.0])], "input_lengths"),

@@ -134,8 +134,7 @@ def masked_bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor],
                               keep_h: Optional[Tensor], zoneout_cell: float, zoneout_output: float) -> Tensor:
     """:func:`bidirectional_scan` as one ``scan`` over the padded length (``torch._higher_order_ops``): every step
     masked by ``valid``, nothing read from the lengths' values, so ``torch.export`` / ONNX keep batch and time
-    dynamic and ``torch.compile`` traces one graph for every length. Same arguments, same result (the same
-    :func:`zoneout_lstm_step`); differentiable (``torch.compile`` training)."""
+    dynamic. Same arguments, same result (the same :func:`zoneout_lstm_step`, bit-equal in eager)."""
     from torch._higher_order_ops.scan import scan
 
     units = w_hh.shape[1]
@@ -171,13 +170,16 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
 
     Which recurrence runs (the same :func:`zoneout_lstm_step`, the same numbers):
 
-    - eager and ``torch.jit.script``: :func:`bidirectional_scan`, a TorchScript loop that skips the masking over the
-      leading steps where every sequence runs (it reads the lengths' values: one device sync) -- the fastest on CPU;
-    - under ``torch.compile`` and ``torch.export`` (``torch.compiler.is_compiling()``): :func:`masked_bidirectional_scan`,
-      one ``scan`` over the padded length with every step masked, nothing read from tensor values. ``torch.export``
-      and ONNX (``torch.onnx.export(dynamo=True)``) keep batch and time dynamic; ``torch.compile`` compiles once for
-      every length and trains (the scan is differentiable). An exported program is for inference: the export
-      detaches the LSTM's inputs and weights (no gradient through it).
+    - eager, ``torch.jit.script`` and ``torch.compile``: :func:`bidirectional_scan`, a TorchScript loop that skips
+      the masking over the leading steps where every sequence runs (it reads the lengths' values: one device sync).
+      The fastest on CPU eager; ``torch.compile`` breaks the graph there and runs without recompiling per length,
+      with ``aot_eager`` faster than the scan and with ``inductor`` as fast and without its lowering limit (see
+      :meth:`masked_forward`);
+    - under ``torch.export`` (``torch.compiler.is_exporting()``) and :meth:`masked_forward`:
+      :func:`masked_bidirectional_scan`, one ``scan`` over the padded length with every step masked, nothing read
+      from tensor values, so ``torch.export`` and ONNX (``torch.onnx.export(dynamo=True)``) keep batch and time
+      dynamic. An exported program is for inference: the export detaches the LSTM's inputs and weights (no gradient
+      through it).
 
     Export (tested by ``run_torch_module_test``): dynamic batch and time, ONNX Runtime within 1e-5 of eager at other
     sizes than the export's. :meth:`Tacotron2.encoder_module` exports the whole encoder through this path.
@@ -226,6 +228,19 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         Returns:
             ``(batch, time, 2 * size)``: forward outputs then backward outputs, zeros past each length.
         """
+        return self._encode(inputs, input_lengths, zoneout_masks, False)
+
+    @torch.jit.unused
+    def masked_forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
+                       zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None) -> Tensor:
+        """:meth:`forward` through the export path whatever the mode: the masked ``scan``
+        (:func:`masked_bidirectional_scan`), one graph for every batch and length under ``torch.compile`` (differentiable;
+        ``inductor`` needs ``torch._dynamo.config.capture_scalar_outputs = True`` to lower it in torch 2.13), the same
+        numbers as :meth:`forward`. :class:`~torch_layers.tacotron2.Tacotron2Encoder` compiles through it."""
+        return self._encode(inputs, input_lengths, zoneout_masks, True)
+
+    def _encode(self, inputs: Tensor, input_lengths: Optional[Tensor],
+                zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]], masked: bool) -> Tensor:
         block = "EncoderRNN"
         check_float_tensor(inputs, "inputs", block, 3, self.input_size, self._in_doc)
         batch, n_steps = inputs.shape[0], inputs.shape[1]
@@ -262,20 +277,21 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         if torch.jit.is_scripting():
             out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)
         else:
-            out = self._recurrence(gx, w_hh, valid, keep_c, keep_h)  # (time, 2, batch, u)
+            out = self._recurrence(gx, w_hh, valid, keep_c, keep_h, masked)  # (time, 2, batch, u)
         out = out.permute(1, 2, 0, 3)
         return torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
 
     @torch.jit.unused
     def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
-                    keep_h: Optional[Tensor]) -> Tensor:
-        """Eager: the TorchScript loop; compiling or exporting: the masked ``scan`` (see the class docstring)."""
+                    keep_h: Optional[Tensor], masked: bool) -> Tensor:
+        """Exporting (or ``masked``): the masked ``scan``; otherwise the TorchScript loop (see the class docstring)."""
         z = self.zoneout
-        if not torch.compiler.is_compiling():
+        exporting = torch.compiler.is_exporting()
+        if not (masked or exporting):
             return bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
-        if torch.compiler.is_exporting():
-            # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX
-            # exporter (its decompositions run the scan through autograd) when torch.onnx.export runs with grad on
+        if exporting:
+            # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX exporter
+            # (its decompositions run the scan through autograd) when torch.onnx.export runs with grad on
             gx, w_hh = gx.detach(), w_hh.detach()
         return masked_bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
 

@@ -585,11 +585,12 @@ class Tacotron2Encoder(nn.Module):
     model's own memory in ``eval()`` (embedding -> encoder convolutions -> bidirectional zoneout LSTM [-> the
     speaker embedding tiled and concatenated]).
 
-    It shares the model's parameters (no copy) and runs the model's own encoder: eager, the LSTM's TorchScript loop;
-    under ``torch.export`` / ``torch.compile``, :class:`~torch_layers.EncoderRNN`'s masked ``scan`` over time (its
-    export path: the same step maths, dynamic batch and time). The input checks are the blocks' shape and dtype
-    checks only (none reads tensor values; :meth:`Tacotron2.forward` checks the values). Meant for inference: an
-    exported program has no gradient through the LSTM. From :meth:`Tacotron2.encoder_module`.
+    It shares the model's parameters (no copy) and runs the model's own blocks: eager, the model's memory (the LSTM's
+    TorchScript loop); under ``torch.export`` / ``torch.compile``, :meth:`EncoderRNN.masked_forward
+    <torch_layers.EncoderRNN.masked_forward>`, the LSTM's export path (one masked ``scan`` over time, the same step
+    maths), so one graph serves every batch and ``T_in``. The input checks are the blocks' shape and dtype checks only
+    (none reads tensor values; :meth:`Tacotron2.forward` checks the values). Meant for inference: an exported program
+    has no gradient through the LSTM. From :meth:`Tacotron2.encoder_module`.
     """
 
     def __init__(self, model: Tacotron2):
@@ -597,4 +598,12 @@ class Tacotron2Encoder(nn.Module):
         self.model = model
 
     def forward(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor] = None) -> Tensor:
-        return self.model._memory(inputs, input_lengths, speaker_embeddings, None, None)
+        model = self.model
+        if not torch.compiler.is_compiling():  # eager: the model's own path (the LSTM's TorchScript loop)
+            return model._memory(inputs, input_lengths, speaker_embeddings, None, None)
+        memory = model.encoder_lstm.masked_forward(model.encoder_convolutions(model.embedding(inputs)), input_lengths)
+        if speaker_embeddings is not None:
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(
+                inputs.shape[0], inputs.shape[1], speaker_embeddings.shape[1])
+            memory = torch.cat([memory, tiled], 2)
+        return memory

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bench._seed_references_ge2e_tac import ge2e_eer_reference, ge2e_loss_loop, ge2e_similarity_matrix_loop
-from tests.helpers.torch_module_test import StaticTime, run_torch_module_test
+from tests.helpers.torch_module_test import run_torch_module_test
 from torch_layers import SpeakerEncoder
 from torch_layers.speaker_encoder import partial_windows
 
@@ -59,12 +59,31 @@ def _randomised(**kw):
 def test_module_contract():
     run_torch_module_test(
         SpeakerEncoder, (), SMALL, make_inputs=_inputs, expected_output_shape=lambda b, t: (b, 5),
-        export=StaticTime("torch.export decomposes nn.LSTM into a loop over the frames, unrolled"),
         bad_inputs=[([torch.zeros(2, 7)], "utterances"), ([torch.zeros(2, 7, 3)], "(batch, frames, 6)"),
                     ([torch.zeros(2, 7, 6, dtype=torch.int64)], "floating"),
                     ([torch.zeros(2, 0, 6)], "utterances")],
     )
 
+
+
+def test_export_with_hidden_init_takes_other_batch_and_frames():
+    """The exported scan LSTM (dynamic batch and frames) starts from ``hidden_init`` like ``nn.LSTM`` (eager)."""
+    from torch.export import Dim
+
+    m = _randomised(**SMALL)
+    g = torch.Generator().manual_seed(4)
+
+    def args(b, t):
+        return (torch.randn(b, t, 6, generator=g), (torch.randn(2, b, 8, generator=g), torch.randn(2, b, 8, generator=g)))
+
+    batch, frames = Dim("batch"), Dim("frames")
+    with torch.no_grad():
+        ep = torch.export.export(m, args(2, 7), dynamic_shapes=({0: batch, 1: frames}, ({1: batch}, {1: batch})))
+        for b, t in ((3, 4), (1, 11)):
+            a = args(b, t)
+            want = m(*a)
+            torch.testing.assert_close(ep.module()(*a), want, atol=1e-5, rtol=0)
+            assert (want - m(a[0])).abs().max() > 1e-3  # the initial state matters
 
 def test_state_dict_keys_are_upstream():
     keys = set(SpeakerEncoder().state_dict())

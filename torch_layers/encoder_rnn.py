@@ -39,10 +39,53 @@ def ifgo_to_ifog(a: Tensor, dim: int) -> Tensor:
     return torch.cat([i, f, o, g], dim)
 
 
+def zoneout_lstm_step(gx_t: Tensor, c: Tensor, h: Tensor, w_hh: Tensor, valid: Optional[Tensor],
+                      keep_c: Optional[Tensor], keep_h: Optional[Tensor], zoneout_cell: float,
+                      zoneout_output: float) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of both directions: the encoder LSTM's only step maths (the TorchScript loop and the ``scan`` call it).
+
+    Args:
+        gx_t: ``(2, batch, 4u)`` input projections of the step, bias and forget bias included, gate blocks
+            **i, f, o, g**.
+        c, h: ``(2, batch, u)`` the zoned-out state.
+        w_hh: ``(2, u, 4u)`` recurrent weights (transposed), blocks i, f, o, g.
+        valid: ``(1, batch, 1)`` bool ``t < length``, or None (every sequence runs).
+        keep_c, keep_h: ``(2, batch, u)`` keep-masks (training) or None (inference).
+
+    Returns:
+        ``(h_new, c, h)``: the raw output (zeros where not ``valid``) and the next zoned-out state (the previous one
+        where not ``valid``: selection, so NaN in the padding stays out). Inference zoneout is
+        ``torch.lerp(prev, new, 1 - z)`` -- the same interpolation as TF1's ``(1 - z) * new + z * prev`` up to float
+        rounding -- to keep the per-step kernel count low.
+    """
+    units = w_hh.shape[1]
+    gates = torch.baddbmm(gx_t, h, w_hh)
+    i, f, o = torch.sigmoid(gates[:, :, :3 * units]).chunk(3, 2)
+    c_new = torch.addcmul(f * c, i, torch.tanh(gates[:, :, 3 * units:]))
+    h_new = o * torch.tanh(c_new)
+    if keep_c is not None:
+        c_z = torch.addcmul(c, keep_c, c_new - c)
+    elif zoneout_cell != 0.0:
+        c_z = torch.lerp(c, c_new, 1.0 - zoneout_cell)
+    else:
+        c_z = c_new
+    if keep_h is not None:
+        h_z = torch.addcmul(h, keep_h, h_new - h)
+    elif zoneout_output != 0.0:
+        h_z = torch.lerp(h, h_new, 1.0 - zoneout_output)
+    else:
+        h_z = h_new
+    if valid is not None:
+        h_new = torch.where(valid, h_new, torch.zeros_like(h_new))
+        c_z = torch.where(valid, c_z, c)
+        h_z = torch.where(valid, h_z, h)
+    return h_new, c_z, h_z
+
+
 @torch.jit.script
 def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
                        keep_h: Optional[Tensor], zoneout_cell: float, zoneout_output: float) -> Tensor:
-    """Both directions of a zoneout LSTM over time (TorchScript), few kernels per step.
+    """Both directions of a zoneout LSTM over time (TorchScript), few kernels per step: eager and TorchScript.
 
     Args:
         gx: ``(2, time, batch, 4u)`` input projections, bias and forget bias included, gate blocks
@@ -54,8 +97,8 @@ def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c
     Returns:
         ``(time, 2, batch, u)`` raw outputs, zeros past a length.
 
-    Inference zoneout is ``torch.lerp(prev, new, 1 - z)`` -- the same interpolation as TF1's
-    ``(1 - z) * new + z * prev`` up to float rounding -- to keep the per-step kernel count low.
+    The steps where every sequence runs (counted from the lengths' values: a device sync, and what keeps this loop
+    from ``torch.export``) skip the masking; :func:`masked_bidirectional_scan` is the exportable twin.
     """
     n_steps = gx.shape[1]
     units = w_hh.shape[1]
@@ -73,30 +116,45 @@ def bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c
         n_full = int(valid.reshape(n_steps, -1).all(1).sum())  # leading steps where every sequence runs
     outs: list[Tensor] = []
     for t in range(n_steps):
-        gates = torch.baddbmm(gxs[t], h, w_hh)
-        i, f, o = torch.sigmoid(gates[:, :, :3 * units]).chunk(3, 2)
-        c_new = torch.addcmul(f * c, i, torch.tanh(gates[:, :, 3 * units:]))
-        h_new = o * torch.tanh(c_new)
-        if keep_c is not None:
-            c_z = torch.addcmul(c, kcs[t], c_new - c)
-        elif zoneout_cell != 0.0:
-            c_z = torch.lerp(c, c_new, 1.0 - zoneout_cell)
-        else:
-            c_z = c_new
-        if keep_h is not None:
-            h_z = torch.addcmul(h, khs[t], h_new - h)
-        elif zoneout_output != 0.0:
-            h_z = torch.lerp(h, h_new, 1.0 - zoneout_output)
-        else:
-            h_z = h_new
+        v: Optional[Tensor] = None
         if t >= n_full:
             v = vs[t]
-            h_new = torch.where(v, h_new, torch.zeros_like(h_new))  # selection: NaN in the padding stays out
-            c_z = torch.where(v, c_z, c)
-            h_z = torch.where(v, h_z, h)
-        c, h = c_z, h_z
+        kc: Optional[Tensor] = None
+        if keep_c is not None:
+            kc = kcs[t]
+        kh: Optional[Tensor] = None
+        if keep_h is not None:
+            kh = khs[t]
+        h_new, c, h = zoneout_lstm_step(gxs[t], c, h, w_hh, v, kc, kh, zoneout_cell, zoneout_output)
         outs.append(h_new)
     return torch.stack(outs, 0)
+
+
+def masked_bidirectional_scan(gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
+                              keep_h: Optional[Tensor], zoneout_cell: float, zoneout_output: float) -> Tensor:
+    """:func:`bidirectional_scan` as one ``scan`` over the padded length (``torch._higher_order_ops``): every step
+    masked by ``valid``, nothing read from the lengths' values, so ``torch.export`` / ONNX keep batch and time
+    dynamic. Same arguments, same result (the same :func:`zoneout_lstm_step`, bit-equal in eager)."""
+    from torch._higher_order_ops.scan import scan
+
+    units = w_hh.shape[1]
+    xs: list[Tensor] = [gx.transpose(0, 1)]  # (time, 2, batch, 4u)
+    has_valid, has_kc, has_kh = valid is not None, keep_c is not None, keep_h is not None
+    xs += [t for t in (valid, keep_c, keep_h) if t is not None]
+    # with nothing masking h (no lengths, no zoneout) the carried h would be the output itself: scan refuses aliasing
+    alias = not has_valid and not has_kh and zoneout_output == 0.0
+
+    def step(carry: list[Tensor], x: list[Tensor]):
+        rest = iter(x[1:])
+        v = next(rest) if has_valid else None
+        kc = next(rest) if has_kc else None
+        kh = next(rest) if has_kh else None
+        h_new, c, h = zoneout_lstm_step(x[0], carry[0], carry[1], w_hh, v, kc, kh, zoneout_cell, zoneout_output)
+        return [c, h], h_new.clone() if alias else h_new
+
+    c0 = gx.new_zeros(2, gx.shape[2], units)
+    _, out = scan(step, [c0, torch.zeros_like(c0)], xs)
+    return out
 
 
 class EncoderRNN(TF1WeightsMixin, nn.Module):
@@ -108,12 +166,23 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
     (``fw_cell`` = TF1 ``encoder_fw_LSTM``, ``bw_cell`` = ``encoder_bw_LSTM``): the backward direction runs
     each sequence reversed within its own length, outputs past a length are zeros, states stop at the
     length. The input projection of all steps and both directions is one matmul; the recurrent step of both
-    directions is one batched matmul in a TorchScript loop.
+    directions is one batched matmul.
 
-    Export (tested by ``run_torch_module_test``): with ``input_lengths``, ``torch.export`` (and ONNX) fail: the
-    TorchScript loop counts the leading all-valid steps from the lengths' values, and its loop over time would be
-    unrolled (time fixed). :meth:`Tacotron2.encoder_module` exports the same LSTM with dynamic batch and time (one
-    ``scan``). ``torch.compile`` runs without recompiling per length.
+    Which recurrence runs (the same :func:`zoneout_lstm_step`, the same numbers):
+
+    - eager, ``torch.jit.script`` and ``torch.compile``: :func:`bidirectional_scan`, a TorchScript loop that skips
+      the masking over the leading steps where every sequence runs (it reads the lengths' values: one device sync).
+      The fastest on CPU eager; ``torch.compile`` breaks the graph there and runs without recompiling per length,
+      with ``aot_eager`` faster than the scan and with ``inductor`` as fast and without its lowering limit (see
+      :meth:`masked_forward`);
+    - under ``torch.export`` (``torch.compiler.is_exporting()``) and :meth:`masked_forward`:
+      :func:`masked_bidirectional_scan`, one ``scan`` over the padded length with every step masked, nothing read
+      from tensor values, so ``torch.export`` and ONNX (``torch.onnx.export(dynamo=True)``) keep batch and time
+      dynamic. An exported program is for inference: the export detaches the LSTM's inputs and weights (no gradient
+      through it).
+
+    Export (tested by ``run_torch_module_test``): dynamic batch and time, ONNX Runtime within 1e-5 of eager at other
+    sizes than the export's. :meth:`Tacotron2.encoder_module` exports the whole encoder through this path.
 
     Args:
         input_size: input features.
@@ -159,6 +228,19 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         Returns:
             ``(batch, time, 2 * size)``: forward outputs then backward outputs, zeros past each length.
         """
+        return self._encode(inputs, input_lengths, zoneout_masks, False)
+
+    @torch.jit.unused
+    def masked_forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
+                       zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None) -> Tensor:
+        """:meth:`forward` through the export path whatever the mode: the masked ``scan``
+        (:func:`masked_bidirectional_scan`), one graph for every batch and length under ``torch.compile`` (differentiable;
+        ``inductor`` needs ``torch._dynamo.config.capture_scalar_outputs = True`` to lower it in torch 2.13), the same
+        numbers as :meth:`forward`. :class:`~torch_layers.tacotron2.Tacotron2Encoder` compiles through it."""
+        return self._encode(inputs, input_lengths, zoneout_masks, True)
+
+    def _encode(self, inputs: Tensor, input_lengths: Optional[Tensor],
+                zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]], masked: bool) -> Tensor:
         block = "EncoderRNN"
         check_float_tensor(inputs, "inputs", block, 3, self.input_size, self._in_doc)
         batch, n_steps = inputs.shape[0], inputs.shape[1]
@@ -192,9 +274,26 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         elif self.training:
             keep_c = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)
             keep_h = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)
-        out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)  # (time, 2, batch, u)
+        if torch.jit.is_scripting():
+            out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)
+        else:
+            out = self._recurrence(gx, w_hh, valid, keep_c, keep_h, masked)  # (time, 2, batch, u)
         out = out.permute(1, 2, 0, 3)
         return torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
+
+    @torch.jit.unused
+    def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
+                    keep_h: Optional[Tensor], masked: bool) -> Tensor:
+        """Exporting (or ``masked``): the masked ``scan``; otherwise the TorchScript loop (see the class docstring)."""
+        z = self.zoneout
+        exporting = torch.compiler.is_exporting()
+        if not (masked or exporting):
+            return bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
+        if exporting:
+            # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX exporter
+            # (its decompositions run the scan through autograd) when torch.onnx.export runs with grad on
+            gx, w_hh = gx.detach(), w_hh.detach()
+        return masked_bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
 
     @torch.jit.unused
     def _tf1_variables(self):

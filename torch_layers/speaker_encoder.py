@@ -20,6 +20,7 @@ from speechblocks.state_dict import one_line
 
 from ._state_dict import CheckedLoadStateDict, check_module_state_dict, safe_torch_load
 from ._validation import check_float_tensor
+from .zoneout_lstm_cell import lstm_from_gates
 
 __all__ = ["SpeakerEncoder", "partial_windows", "ge2e_eer"]
 
@@ -67,9 +68,11 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
     DDP's reduction, i.e. not inside ``no_sync()``). Computing the loss on each rank's own speakers instead would
     contrast each utterance with a subset of the speakers only: another loss.
 
-    Export (tested by ``run_torch_module_test``): ``torch.export`` decomposes ``nn.LSTM`` into a loop over the
-    frames, unrolled: exported (and ONNX) with the number of frames fixed, batch dynamic -- export at the window
-    length used (160 frames in RTVC). ``torch.compile`` runs without recompiling per length.
+    Export (tested by ``run_torch_module_test``): under ``torch.export`` the LSTM runs as one ``scan`` over the frames
+    per layer (``torch.compiler.is_exporting()``; the same ``nn.LSTM`` maths and parameters), so ``torch.export`` and
+    ONNX (``torch.onnx.export(dynamo=True)``) keep batch and frames dynamic, within 1e-5 of eager at other sizes than
+    the export's; an exported program is for inference (no gradient through the LSTM). Eager, TorchScript and
+    ``torch.compile`` (which runs without recompiling per length) use ``nn.LSTM`` itself.
 
     Args:
         mel_n_channels: mel channels per frame.
@@ -138,13 +141,44 @@ class SpeakerEncoder(CheckedLoadStateDict, nn.Module):
         autocast runs ``nn.LSTM`` in a lower precision that oneDNN cannot build on CPUs without native
         bfloat16/float16 (``RuntimeError: could not create a primitive descriptor for the LSTM``)."""
         if not torch.is_autocast_enabled("cpu"):
-            return self.lstm(utterances, hidden_init)[1][0]
+            return self._run_lstm(utterances, hidden_init)
         dtype = self.linear.weight.dtype
         if hidden_init is not None:
             hidden_init = (hidden_init[0].to(dtype), hidden_init[1].to(dtype))
         with torch.autocast("cpu", enabled=False):
-            _, (hidden, _) = self.lstm(utterances.to(dtype), hidden_init)
-        return hidden
+            return self._run_lstm(utterances.to(dtype), hidden_init)
+
+    @torch.jit.unused
+    def _run_lstm(self, utterances: torch.Tensor,
+                  hidden_init: Optional[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """``nn.LSTM``'s final hidden states ``(layers, batch, hidden)``; under ``torch.export`` the same LSTM as one
+        ``scan`` over the frames per layer (``torch.export`` would unroll ``nn.LSTM``'s loop, fixing the frames)."""
+        if not torch.compiler.is_exporting():
+            return self.lstm(utterances, hidden_init)[1][0]
+        from torch._higher_order_ops.scan import scan
+
+        batch, n = utterances.shape[0], self.model_hidden_size
+        seq = utterances.transpose(0, 1)  # (frames, batch, channels)
+        hidden = []
+        for k in range(self.model_num_layers):
+            # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX exporter
+            # (its decompositions run the scan through autograd) when torch.onnx.export runs with grad on
+            w_ih, w_hh = getattr(self.lstm, f"weight_ih_l{k}").detach(), getattr(self.lstm, f"weight_hh_l{k}").detach()
+            b_ih, b_hh = getattr(self.lstm, f"bias_ih_l{k}").detach(), getattr(self.lstm, f"bias_hh_l{k}").detach()
+            gx = F.linear(seq, w_ih, b_ih) + b_hh  # (frames, batch, 4n), torch gate order i, f, g, o
+            if hidden_init is None:
+                c0 = seq.new_zeros(batch, n)
+                h0 = torch.zeros_like(c0)
+            else:
+                h0, c0 = hidden_init[0][k], hidden_init[1][k]
+
+            def step(carry: list[torch.Tensor], gx_t: torch.Tensor, w_hh=w_hh):
+                c, h = lstm_from_gates(torch.addmm(gx_t, carry[1], w_hh.t()), carry[0])
+                return [c, h], h.clone()  # (scan refuses an output aliasing the carry)
+
+            (_, h_last), seq = scan(step, [c0, h0], gx)
+            hidden.append(h_last)
+        return torch.stack(hidden, 0)
 
     @torch.jit.unused
     def embed_utterance(self, mel: torch.Tensor, partials_n_frames: int = 160, overlap: float = 0.5,

@@ -8,7 +8,6 @@ from typing import Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
@@ -586,11 +585,12 @@ class Tacotron2Encoder(nn.Module):
     model's own memory in ``eval()`` (embedding -> encoder convolutions -> bidirectional zoneout LSTM [-> the
     speaker embedding tiled and concatenated]).
 
-    It shares the model's parameters (no copy). Under ``torch.export`` / ``torch.compile`` the LSTM runs as one ``scan``
-    over time (``torch._higher_order_ops``), the same step maths as :class:`~torch_layers.EncoderRNN`'s TorchScript
-    loop, which an export would unroll (time fixed) and whose all-valid-prefix shortcut reads tensor values; an eager
-    call runs the model's own encoder. No input checks (the model's :meth:`Tacotron2.forward` does them); inference
-    only (no gradient through the LSTM). From :meth:`Tacotron2.encoder_module`.
+    It shares the model's parameters (no copy) and runs the model's own blocks: eager, the model's memory (the LSTM's
+    TorchScript loop); under ``torch.export`` / ``torch.compile``, :meth:`EncoderRNN.masked_forward
+    <torch_layers.EncoderRNN.masked_forward>`, the LSTM's export path (one masked ``scan`` over time, the same step
+    maths), so one graph serves every batch and ``T_in``. The input checks are the blocks' shape and dtype checks only
+    (none reads tensor values; :meth:`Tacotron2.forward` checks the values). Meant for inference: an exported program
+    has no gradient through the LSTM. From :meth:`Tacotron2.encoder_module`.
     """
 
     def __init__(self, model: Tacotron2):
@@ -598,47 +598,12 @@ class Tacotron2Encoder(nn.Module):
         self.model = model
 
     def forward(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor] = None) -> Tensor:
-        if not torch.compiler.is_compiling():  # eager: the model's own path (its TorchScript loop)
-            return self.model._memory(inputs, input_lengths, speaker_embeddings, None, None)
-        from torch._higher_order_ops.scan import scan
-
-        from .encoder_rnn import reverse_within_lengths_3d
-        from .zoneout_lstm_cell import effective_bias
-
         model = self.model
-        x = model.encoder_convolutions(model.embedding(inputs))
-        lstm = model.encoder_lstm
-        batch, n_steps, n_in, u = x.shape[0], x.shape[1], lstm.input_size, lstm.size
-        w_fw, w_bw, fb = lstm.fw_cell.weight, lstm.bw_cell.weight, lstm.fw_cell.forget_bias
-        # input projections of every step, both directions (torch gate order i, f, g, o), the backward one reversed
-        # within the lengths; time-major (time, 2, batch, 4u)
-        gx = torch.stack([F.linear(x, w_fw[:, :n_in], effective_bias(lstm.fw_cell.bias, fb)),
-                          F.linear(reverse_within_lengths_3d(x, input_lengths), w_bw[:, :n_in],
-                                   effective_bias(lstm.bw_cell.bias, fb))], 0).permute(2, 0, 1, 3)
-        valid = (torch.arange(n_steps, device=x.device).unsqueeze(1) < input_lengths.to(x.device).unsqueeze(0)
-                 ).view(n_steps, 1, batch, 1)
-        z = lstm.zoneout
-
-        # inference only: the scan sees no tensor that requires grad (torch 2.13's ONNX exporter fails on a scan
-        # traced through autograd)
-        w_fw, w_bw, gx = w_fw.detach(), w_bw.detach(), gx.detach()
-
-        def step(carry: tuple[Tensor, Tensor], xs_t: tuple[Tensor, Tensor]):
-            c, h = carry
-            g_t, v = xs_t
-            gates = g_t + torch.stack([F.linear(h[0], w_fw[:, n_in:]), F.linear(h[1], w_bw[:, n_in:])], 0)
-            i, f, g, o = gates.chunk(4, -1)
-            c_new = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g))
-            h_new = torch.sigmoid(o) * torch.tanh(c_new)
-            c_z = torch.lerp(c, c_new, 1.0 - z) if z != 0.0 else c_new
-            h_z = torch.lerp(h, h_new, 1.0 - z) if z != 0.0 else h_new
-            return (torch.where(v, c_z, c), torch.where(v, h_z, h)), h_new * v
-
-        c0 = x.new_zeros(2, batch, u)
-        _, out = scan(step, (c0, torch.zeros_like(c0)), (gx, valid))  # (time, 2, batch, u)
-        out = out.permute(1, 2, 0, 3)
-        memory = torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
+        if not torch.compiler.is_compiling():  # eager: the model's own path (the LSTM's TorchScript loop)
+            return model._memory(inputs, input_lengths, speaker_embeddings, None, None)
+        memory = model.encoder_lstm.masked_forward(model.encoder_convolutions(model.embedding(inputs)), input_lengths)
         if speaker_embeddings is not None:
-            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(batch, n_steps, speaker_embeddings.shape[1])
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(
+                inputs.shape[0], inputs.shape[1], speaker_embeddings.shape[1])
             memory = torch.cat([memory, tiled], 2)
         return memory

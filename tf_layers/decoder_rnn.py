@@ -249,7 +249,7 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
         dtype = self.compute_dtype
         x = tf.cast(inputs, dtype)
         states = self._states(states, tf.shape(x)[0], dtype)
-        masks = None if zoneout_masks is None else self._masks(zoneout_masks, x)
+        masks = None if zoneout_masks is None else self._masks(zoneout_masks, x, dtype)
         z = self.zoneout
         w = stack_weights(self.cells, dtype, self.input_size)
         if rank == 2:

@@ -75,8 +75,8 @@ def masked_direction_scan(xs, kernel, bias, lengths, keep_c, keep_h, zoneout_cel
 
     The same numbers as :func:`direction_scan` (up to float rounding: the matmuls see every row) without its
     shrinking state: at step ``t`` the rows with ``length <= t`` keep their state and output zeros. Static shapes
-    inside the loop and no ``TensorArray`` (the outputs are selected into a ``(time, batch, u)`` tensor), so the loop
-    compiles under XLA and converts to TFLite builtins (``WHILE``, ``SELECT_V2``); it costs ``O(time²)`` selects.
+    inside the loop and no ``TensorArray`` (each step's output is scattered into a ``(time, batch, u)`` tensor), so
+    the loop compiles under XLA and converts to TFLite builtins (``WHILE``, ``SELECT_V2``, the scatter).
 
     Args:
         xs: ``(time, batch, in)`` inputs, time-major (any row order).
@@ -90,7 +90,6 @@ def masked_direction_scan(xs, kernel, bias, lengths, keep_c, keep_h, zoneout_cel
     n_steps, batch = tf.shape(xs)[0], tf.shape(xs)[1]
     units = kernel.shape[-1] // 4
     zero = tf.zeros(tf.stack([batch, units]), xs.dtype)
-    times = tf.range(n_steps)
 
     def body(t, c, h, outputs):
         c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([tf.gather(xs, t), h], -1), kernel) + bias, c)
@@ -101,7 +100,7 @@ def masked_direction_scan(xs, kernel, bias, lengths, keep_c, keep_h, zoneout_cel
             running = tf.expand_dims(t < lengths, 1)  # (batch, 1)
             c_next, h_next = tf.where(running, c_next, c), tf.where(running, h_next, h)
             out = tf.where(running, h_new, tf.zeros_like(h_new))
-        outputs = tf.where(tf.reshape(tf.equal(times, t), [-1, 1, 1]), tf.expand_dims(out, 0), outputs)
+        outputs = tf.tensor_scatter_nd_update(outputs, tf.reshape(t, [1, 1]), tf.expand_dims(out, 0))
         return t + 1, c_next, h_next, outputs
 
     outputs = tf.zeros(tf.stack([n_steps, batch, units]), xs.dtype)

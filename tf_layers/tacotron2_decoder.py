@@ -131,9 +131,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
 
     Deployment: exports as a SavedModel (unknown batch and time, the decoder loop inside the graph). Not for XLA:
     the free-running loop collects its steps in dynamic-size ``TensorArray`` s, which ``jit_compile=True`` returns
-    empty (zero steps, no error). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList ops, a new-axis
-    ``StridedSlice``): the converted model runs only in an interpreter with the flex delegate (TensorFlow
-    kernels), not in ``ai_edge_litert``'s.
+    empty (zero steps, no error). LiteRT conversion of the loop needs ``SELECT_TF_OPS`` (its TensorList ops): the
+    converted model runs only in an interpreter with the flex delegate (TensorFlow kernels), not in
+    ``ai_edge_litert``'s. One :meth:`step` converts to TFLite builtins: ``Tacotron2.export_litert`` exports it and
+    ``speechblocks.litert.LiteRTTacotron2`` runs the loop on the host.
 
     Example:
     >>> dec = Tacotron2Decoder(num_mels=4, outputs_per_step=2, prenet_layers=(8,), decoder_layers=1,

@@ -90,7 +90,7 @@ LIMITS: dict[str, dict[str, Limit] | Callable[[dict, Sequence], dict[str, Limit]
         # XLA silently returns the dynamic-size TensorArrays of the free-running loop empty: zero steps, no error
         xla=Fails("the free-running loop's dynamic-size TensorArrays come back empty under XLA",
                   match="output shape (2, 0, 8) != (2, 5, 8)"),
-        litert=SelectOps("TensorList ops of the decoder loop; " + _FLEX, ops=_TENSOR_LIST + ("StridedSlice",))),
+        litert=SelectOps("TensorList ops of the decoder loop; " + _FLEX, ops=_TENSOR_LIST)),
     "CBHG": dict(litert=SelectOps("TensorList ops of the GRU loop (unknown batch); " + _FLEX, ops=_TENSOR_LIST)),
     "SpeakerEncoder": dict(litert=SelectOps("TensorList ops of the LSTM loop (unknown batch); " + _FLEX,
                                             ops=_TENSOR_LIST)),

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from tests.helpers.keras_layer_test import run_keras_layer_test
 from tf_layers import EncoderRNN, ZoneoutLSTMCell
+from tf_layers.tacotron2_litert import convert_builtins, custom_ops
 
 
 def _inputs(b, t):
@@ -133,3 +134,41 @@ def test_mixed_float16_long_sequence_has_no_nan():
     y = enc(np.random.default_rng(0).standard_normal((2, 40, 6)).astype(np.float32), np.array([40, 7], np.int32),
             training=True)
     assert y.dtype == tf.float16 and np.all(np.isfinite(np.asarray(y, np.float32)))
+
+
+def test_masked_formulation_matches_the_cells_and_the_shrinking_loop():
+    """``masked=True`` (what XLA and the LiteRT export run) against stepping the cells (independent reference) and the
+    default loop, for lengths in and out of order, with and without injected zoneout masks."""
+    enc = _encoder(seed=8)
+    g = np.random.default_rng(9)
+    x = g.standard_normal((4, 6, 4)).astype(np.float32)
+    lengths = np.array([3, 6, 1, 5], np.int32)
+    y = np.asarray(enc(x, lengths, masked=True))
+    for b, n in enumerate(lengths):
+        z = np.zeros((1, 3), np.float32)
+        np.testing.assert_allclose(y[b, :n, :3], _step(enc.fw_cell, x[b:b + 1, :n], z, z)[0], atol=1e-6)
+        np.testing.assert_allclose(y[b, :n, 3:], _step(enc.bw_cell, x[b:b + 1, n - 1::-1], z, z)[0][::-1], atol=1e-6)
+        np.testing.assert_array_equal(y[b, n:], 0.0)
+    np.testing.assert_allclose(y, enc(x, lengths), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(enc(x, None, masked=True), enc(x, None), atol=1e-6, rtol=0)
+    masks = tuple(tuple((g.uniform(size=(4, 6, 3)) > 0.3).astype(np.float32) for _ in range(2)) for _ in range(2))
+    np.testing.assert_allclose(enc(x, lengths, training=True, zoneout_masks=masks, masked=True),
+                               enc(x, lengths, training=True, zoneout_masks=masks), atol=1e-6, rtol=0)
+
+
+def test_masked_formulation_converts_to_litert_builtins():
+    """A model calling the layer with ``masked=True`` converts with TFLite builtins only (no flex op) and runs in the
+    ``ai_edge_litert`` interpreter with the outputs of the default loop, at two sizes (one interpreter, resized)."""
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    enc = _encoder(seed=10)
+    fn = tf.function(lambda x, n: enc(x, n, masked=True),
+                     input_signature=[tf.TensorSpec([None, None, 4], tf.float32, name="x"),
+                                      tf.TensorSpec([None], tf.int32, name="n")])
+    blob = convert_builtins(fn, enc)  # raises on a custom (flex) op
+    assert not custom_ops(blob) and b"Flex" not in blob
+    runner = litert.Interpreter(model_content=blob).get_signature_runner()
+    g = np.random.default_rng(11)
+    for x, n in ((g.standard_normal((3, 7, 4)), [7, 2, 5]), (g.standard_normal((1, 4, 4)), [4])):
+        x, n = x.astype(np.float32), np.array(n, np.int32)
+        got = list(runner(x=x, n=n).values())[0]
+        np.testing.assert_allclose(got, enc(x, n), atol=1e-6, rtol=0)

@@ -35,7 +35,7 @@ from .sequence_mask import sequence_mask  # last: binds the name to the function
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
 from .tacotron2 import Tacotron2
-from .tacotron2_decoder import Tacotron2Decoder
+from .tacotron2_decoder import AttentionMemory, DecoderState, StepOutputs, StepWeights, Tacotron2Decoder
 from .tacotron2_feeder import tacotron2_dataset
 from .tacotron2_loss import tacotron2_loss
 from .tac import TAC
@@ -48,10 +48,12 @@ from speechblocks.tacotron2_hparams import tacotron2_hparams
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttentionMemory",
     "CBHG",
     "ContrastiveLoss",
     "Conv1DBlock",
     "DecoderRNN",
+    "DecoderState",
     "EncoderConvolutions",
     "EncoderRNN",
     "FrameProjection",
@@ -65,6 +67,8 @@ __all__ = [
     "Postnet",
     "Prenet",
     "SpeakerEncoder",
+    "StepOutputs",
+    "StepWeights",
     "StopProjection",
     "TAC",
     "Tacotron2",

@@ -1,6 +1,8 @@
 """Keras ``DecoderRNN``: Tacotron-2's stack of unidirectional zoneout LSTMs (``MultiRNNCell``)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import keras
 import tensorflow as tf
 
@@ -19,19 +21,86 @@ from .zoneout_lstm_cell import (
 )
 
 
-def layer_step(x, c, h, kernel, bias, z: float, keep_c, keep_h):
-    """One ``ZoneoutLSTMCell`` step of one layer with the TF1 kernel over ``concat([x, h])``."""
-    c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, h], -1), kernel) + bias, c)
-    return h_new, zoneout(c_new, c, z, keep_c), zoneout(h_new, h, z, keep_h)
+class LSTMStackWeights(NamedTuple):
+    """The variables of a zoneout LSTM stack in the compute dtype, read once before a loop calls :func:`stack_step`.
+
+    ``kernels[k]`` is layer ``k``'s TF1 kernel ``(in_k + u, 4u)``, split by rows into ``input_kernels[k]`` (the rows
+    of the input that is new at each step: layer 1's ``n_input`` leading rows, the layer below's output for the
+    others) and ``recurrent_kernels[k]`` (the rest: for layer 1 any input carried over from the previous step, then
+    ``h``; for the others ``h``). ``biases[k]``: the effective bias (forget bias folded).
+    """
+
+    kernels: tuple
+    input_kernels: tuple
+    recurrent_kernels: tuple
+    biases: tuple
 
 
-def stacked_scan(gx0, w_hh0, kernels, biases, c0, h0, keep_c, keep_h, z: float):
-    """A ``MultiRNNCell`` of zoneout LSTMs over time in one ``tf.while_loop``.
+def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
+    """:class:`LSTMStackWeights` of ``cells`` (``ZoneoutLSTMCell`` s) whose first layer's new input has ``n_input``
+    features."""
+    kernels = tuple(tf.cast(c.kernel, dtype) for c in cells)
+    rows = [n_input] + [c.num_units for c in cells[:-1]]
+    return LSTMStackWeights(kernels, tuple(k[:n] for k, n in zip(kernels, rows)),
+                            tuple(k[n:] for k, n in zip(kernels, rows)),
+                            tuple(effective_bias(c.bias, dtype) for c in cells))
+
+
+def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None,
+               split: bool = False):
+    """One step of a ``MultiRNNCell`` of zoneout LSTMs: every layer feeds the next its raw output, the states carry
+    the zoned-out ``(c, h)``. The one place the decoders spell it (``DecoderRNN`` and ``Tacotron2Decoder``).
+
+    Layer 1's input is ``concat([x, carried])`` (``carried`` None: ``x``). Three spellings of the same maths, each
+    the number-for-number formulation of one caller (they differ in float rounding only):
+
+    * default: TF1's ``concat([input, h]) @ kernel + bias`` per layer;
+    * ``input_gates`` (``x`` unused): layer 1's ``x @ input_kernel + bias`` computed beforehand for every step (a
+      teacher-forced or sequence loop), plus ``concat([carried, h]) @ recurrent_kernel``; the other layers as default;
+    * ``split``: per layer ``(recurrent_in @ recurrent_kernel + bias) + x_k @ input_kernel``: the recurrent halves do
+      not wait for the step's new input, so on several cores they run while the lower layers compute (free running).
+
+    Args:
+        x: ``(batch, n_input)`` the step's new input of layer 1 (None with ``input_gates``).
+        carried: ``(batch, n_carried)`` or None, the rest of layer 1's input (known from the previous step).
+        cs, hs: tuples of per-layer states ``(batch, u)``.
+        w: :class:`LSTMStackWeights`.
+        z: zoneout factor (inference zoneout when the keep-masks are None).
+        keep_c, keep_h: per-layer 0/1 keep-masks (anything indexable by layer, ``(batch, u)`` each) or None.
+        input_gates: ``(batch, 4u)`` or None.
+        split: the split spelling (ignored for layer 1 when ``input_gates`` is given).
+
+    Returns:
+        ``(output (batch, u), new_cs, new_hs)``: the last layer's raw output and the zoned-out states.
+    """
+    n = len(cs)
+
+    def recurrent_input(k):
+        return hs[0] if k == 0 and carried is None else tf.concat([carried, hs[0]], -1) if k == 0 else hs[k]
+
+    recurrent = ([tf.matmul(recurrent_input(k), w.recurrent_kernels[k]) + w.biases[k] for k in range(n)]
+                 if split else None)
+    new_c, new_h = [], []
+    for k in range(n):
+        if k == 0 and input_gates is not None:
+            gates = input_gates + tf.matmul(recurrent_input(0), w.recurrent_kernels[0])
+        elif split:
+            gates = recurrent[k] + tf.matmul(x, w.input_kernels[k])
+        else:
+            inputs = x if k > 0 or carried is None else tf.concat([x, carried], -1)
+            gates = tf.matmul(tf.concat([inputs, hs[k]], -1), w.kernels[k]) + w.biases[k]
+        c_new, x = lstm_from_gates(gates, cs[k])
+        new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
+        new_h.append(zoneout(x, hs[k], z, None if keep_h is None else keep_h[k]))
+    return x, tuple(new_c), tuple(new_h)
+
+
+def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float):
+    """A ``MultiRNNCell`` of zoneout LSTMs over time in one ``tf.while_loop`` (:func:`stack_step` per step).
 
     Args:
         gx0: ``(time, batch, 4u)`` input projection of layer 1 (bias and forget bias included).
-        w_hh0: ``(u, 4u)`` recurrent kernel of layer 1.
-        kernels, biases: TF1 kernels ``(2u, 4u)`` and effective biases of layers 2..L.
+        w: :class:`LSTMStackWeights` (layer 1's input rows already applied in ``gx0``).
         c0, h0: tuples of initial states per layer ``(batch, u)``.
         keep_c, keep_h: ``(time, L, batch, u)`` keep-masks (training) or None.
 
@@ -39,22 +108,13 @@ def stacked_scan(gx0, w_hh0, kernels, biases, c0, h0, keep_c, keep_h, z: float):
         outputs ``(time, batch, u)`` (raw output of the last layer) and the final ``(c, h)`` tuples.
     """
     n_steps = tf.shape(gx0)[0]
-    units = w_hh0.shape[0]
+    units = w.recurrent_kernels[0].shape[0]
     outputs = tf.TensorArray(gx0.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
 
     def body(t, cs, hs, outputs):
-        kc = None if keep_c is None else keep_c[t]
-        kh = None if keep_h is None else keep_h[t]
-        c_new, h_new = lstm_from_gates(gx0[t] + tf.matmul(hs[0], w_hh0), cs[0])
-        new_c = [zoneout(c_new, cs[0], z, None if kc is None else kc[0])]
-        new_h = [zoneout(h_new, hs[0], z, None if kh is None else kh[0])]
-        x = h_new
-        for k in range(1, len(cs)):
-            x, c, h = layer_step(x, cs[k], hs[k], kernels[k - 1], biases[k - 1], z,
-                                  None if kc is None else kc[k], None if kh is None else kh[k])
-            new_c.append(c)
-            new_h.append(h)
-        return t + 1, tuple(new_c), tuple(new_h), outputs.write(t, x)
+        x, cs, hs = stack_step(None, None, cs, hs, w, z, None if keep_c is None else keep_c[t],
+                               None if keep_h is None else keep_h[t], input_gates=gx0[t])
+        return t + 1, cs, hs, outputs.write(t, x)
 
     _, cs, hs, outputs = tf.while_loop(lambda t, *_: t < n_steps, body, (tf.constant(0), tuple(c0), tuple(h0), outputs))
     return outputs.stack(), cs, hs
@@ -189,24 +249,22 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
         dtype = self.compute_dtype
         x = tf.cast(inputs, dtype)
         states = self._states(states, tf.shape(x)[0], dtype)
-        kernels = [tf.cast(cell.kernel, dtype) for cell in self.cells]
-        biases = [effective_bias(cell.bias, dtype) for cell in self.cells]
         masks = None if zoneout_masks is None else self._masks(zoneout_masks, x, dtype)
         z = self.zoneout
+        w = stack_weights(self.cells, dtype, self.input_size)
         if rank == 2:
             if masks is None and training:
                 shape = tf.stack([2, self.layers, tf.shape(x)[0], self.size])
                 drawn = keep_masks(shape, z, self.seed_generator, dtype)
                 masks = [(drawn[0, k], drawn[1, k]) for k in range(self.layers)]
-            new_states = []
-            for k in range(self.layers):
-                kc, kh = (None, None) if masks is None else masks[k]
-                x, c, h = layer_step(x, states[k][0], states[k][1], kernels[k], biases[k], z, kc, kh)
-                new_states.append((c, h))
-            return x, tuple(new_states)
+            keep_c = keep_h = None
+            if masks is not None:
+                keep_c, keep_h = [m[0] for m in masks], [m[1] for m in masks]
+            x, cs, hs = stack_step(x, None, tuple(s[0] for s in states), tuple(s[1] for s in states), w, z, keep_c,
+                                   keep_h)
+            return x, tuple(zip(cs, hs))
 
-        n_in = self.input_size
-        gx0 = tf.einsum("bti,ig->tbg", x, kernels[0][:n_in]) + biases[0]
+        gx0 = tf.einsum("bti,ig->tbg", x, w.input_kernels[0]) + w.biases[0]
         keep_c = keep_h = None
         if masks is not None:
             keep_c = tf.transpose(tf.stack([m[0] for m in masks], 0), [2, 0, 1, 3])  # (time, L, batch, u)
@@ -215,8 +273,7 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
             shape = tf.stack([tf.shape(x)[1], self.layers, tf.shape(x)[0], self.size])
             keep_c = keep_masks(shape, z, self.seed_generator, dtype)
             keep_h = keep_masks(shape, z, self.seed_generator, dtype)
-        out, cs, hs = stacked_scan(gx0, kernels[0][n_in:], kernels[1:], biases[1:], [s[0] for s in states],
-                                   [s[1] for s in states], keep_c, keep_h, z)
+        out, cs, hs = stacked_scan(gx0, w, [s[0] for s in states], [s[1] for s in states], keep_c, keep_h, z)
         return tf.transpose(out, [1, 0, 2]), tuple(zip(cs, hs))
 
     def compute_output_shape(self, inputs_shape, states_shape=None):

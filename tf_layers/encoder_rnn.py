@@ -1,6 +1,8 @@
 """Keras ``EncoderRNN``: Tacotron-2's bidirectional zoneout LSTM encoder with sequence lengths."""
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -68,6 +70,51 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
     return outputs.stack()
 
 
+def masked_direction_scan(xs, kernel, bias, lengths, keep_c, keep_h, zoneout_cell: float, zoneout_output: float):
+    """One direction of a zoneout LSTM over the padded length: every row runs every step, masked past its length.
+
+    The same numbers as :func:`direction_scan` (up to float rounding: the matmuls see every row) without its
+    shrinking state: at step ``t`` the rows with ``length <= t`` keep their state and output zeros. Static shapes
+    inside the loop and no ``TensorArray`` (each step's output is scattered into a ``(time, batch, u)`` tensor), so
+    the loop compiles under XLA and converts to TFLite builtins (``WHILE``, ``SELECT_V2``, the scatter).
+
+    Args:
+        xs: ``(time, batch, in)`` inputs, time-major (any row order).
+        kernel, bias: as :func:`direction_scan`.
+        lengths: ``(batch,)`` int32 or None (every row full length).
+        keep_c, keep_h: ``(time, batch, u)`` keep-masks (training) or None (inference).
+
+    Returns:
+        ``(time, batch, u)`` raw outputs, zeros past each length.
+    """
+    n_steps, batch = tf.shape(xs)[0], tf.shape(xs)[1]
+    units = kernel.shape[-1] // 4
+    zero = tf.zeros(tf.stack([batch, units]), xs.dtype)
+
+    def body(t, c, h, outputs):
+        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([tf.gather(xs, t), h], -1), kernel) + bias, c)
+        c_next = zoneout(c_new, c, zoneout_cell, None if keep_c is None else tf.gather(keep_c, t))
+        h_next = zoneout(h_new, h, zoneout_output, None if keep_h is None else tf.gather(keep_h, t))
+        out = h_new
+        if lengths is not None:
+            running = tf.expand_dims(t < lengths, 1)  # (batch, 1)
+            c_next, h_next = tf.where(running, c_next, c), tf.where(running, h_next, h)
+            out = tf.where(running, h_new, tf.zeros_like(h_new))
+        outputs = tf.tensor_scatter_nd_update(outputs, tf.reshape(t, [1, 1]), tf.expand_dims(out, 0))
+        return t + 1, c_next, h_next, outputs
+
+    outputs = tf.zeros(tf.stack([n_steps, batch, units]), xs.dtype)
+    _, _, _, outputs = tf.while_loop(lambda t, *_: t < n_steps, body, (tf.constant(0), zero, zero, outputs))
+    return outputs
+
+
+def _in_xla_context() -> bool:
+    """True while tracing inside ``tf.function(jit_compile=True)`` (TensorFlow marks the graph with an XLA context)."""
+    from tensorflow.python.ops import control_flow_util  # noqa: PLC0415 -- private, read at trace time only
+
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
 @keras.saving.register_keras_serializable(package="speechblocks")
 class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
     """Bidirectional one-layer zoneout LSTM, TF1 Tacotron-2's ``EncoderRNN``.
@@ -98,17 +145,28 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
         zoneout_masks: optional ``((fw_c, fw_h), (bw_c, bw_h))`` 0/1 keep-masks ``(batch, time, size)``; entry
             ``t`` applies to the step that consumes ``inputs[:, t]`` (for the backward direction too). Given
             masks replace the random ones.
+        masked: bool or None: the masked formulation (see below); None: masked only under XLA (``jit_compile``) or
+            inside :meth:`masked_formulation`.
 
     Returns:
         float tensor ``(batch, time, 2 * size)``: forward outputs then backward outputs.
 
     Masking: honours ``input_lengths``; padding beyond a length never changes the valid outputs.
 
-    Deployment: exports as a SavedModel (unknown batch and time). Not XLA-compilable: the loop shrinks its state
-    to the sequences still running (dynamic shapes inside a ``tf.while_loop``), so ``jit_compile=True`` fails (a
-    ``Pad`` size is not a compile-time constant). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList
-    ops with an unknown batch, ``InvertPermutation``): the converted model runs only in an interpreter with the
-    flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+    Two formulations of the same numbers (within float rounding, ~1e-7), chosen by ``masked``:
+
+    * the shrinking loop (default, eager and traced): each step computes only the rows still running, the fastest on
+      CPU for batches of mixed lengths; its state changes shape inside the ``tf.while_loop``, so it neither
+      compiles under XLA nor converts to TFLite builtins;
+    * the masked loop (``masked=True``, and automatically while tracing under ``tf.function(jit_compile=True)``):
+      every row runs every step over the padded length, states frozen and outputs zeroed past each length
+      (:func:`masked_direction_scan`). It compiles under XLA and converts to LiteRT with TFLite builtins only (what
+      ``Tacotron2.export_litert`` uses).
+
+    Deployment: exports as a SavedModel (unknown batch and time); XLA (the masked loop). LiteRT: the default
+    (shrinking) loop needs ``SELECT_TF_OPS`` (its TensorList ops with an unknown batch, ``InvertPermutation``) and
+    runs only in an interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s; a model
+    calling the layer with ``masked=True`` converts to builtins and runs in ``ai_edge_litert``.
 
     Example:
     >>> enc = EncoderRNN(size=8)
@@ -152,7 +210,7 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
                 raise ValueError(f"EncoderRNN: argument `zoneout_masks` must be {doc}; got shape {m.shape}.")
         return ms
 
-    def call(self, inputs, input_lengths=None, training=None, zoneout_masks=None):
+    def call(self, inputs, input_lengths=None, training=None, zoneout_masks=None, masked=None):
         block = "EncoderRNN"
         check_float_tensor(inputs, "inputs", block, rank=3, last_dim=self.input_size,
                            shape_doc=f"(batch, time, {self.input_size})")
@@ -161,6 +219,10 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
         batch, n_steps = tf.shape(x)[0], tf.shape(x)[1]
         u = self.size
         masks = None if zoneout_masks is None else self._masks(zoneout_masks, x)
+        if masked is None:
+            masked = self.__dict__.get("_masked_default", False) or (not tf.executing_eagerly() and _in_xla_context())
+        if masked:
+            return self._masked_call(x, input_lengths, training, masks)
         if input_lengths is None:  # every sequence full length: no sorting, plain reversal
             lens = None
             active = tf.fill(tf.reshape(n_steps, [1]), batch)
@@ -207,6 +269,46 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
             outs.append(direction_scan(xs, tf.cast(cell.kernel, dtype), effective_bias(cell.bias, dtype), active,
                                        keeps[2 * d], keeps[2 * d + 1], self.zoneout, self.zoneout))
         return restore(time_major(tf.concat([outs[0], reverse(outs[1])], axis=-1)))
+
+    @contextlib.contextmanager
+    def masked_formulation(self):
+        """While tracing a caller's function (an export): calls with ``masked=None`` run the masked formulation."""
+        old = self.__dict__.get("_masked_default", False)
+        object.__setattr__(self, "_masked_default", True)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_masked_default", old)
+
+    def _masked_call(self, x, input_lengths, training, masks):
+        """The masked formulation (:func:`masked_direction_scan`): no sorting, no shrinking state."""
+        dtype = self.compute_dtype
+        batch, n_steps = tf.shape(x)[0], tf.shape(x)[1]
+        lens = None
+        if input_lengths is not None:
+            lens = tf.cast(check_lengths(input_lengths, "input_lengths", "EncoderRNN", batch_dim=x.shape[0]), tf.int32)
+
+        def time_major(a):
+            return tf.transpose(a, [1, 0, 2])
+
+        def reverse(a):
+            if lens is None:
+                return tf.reverse(a, axis=[0])
+            return tf.reverse_sequence(a, lens, seq_axis=0, batch_axis=1)
+
+        keeps = [None] * 4
+        if masks is not None:
+            fc, fh, bc, bh = (time_major(m) for m in masks)
+            keeps = [fc, fh, reverse(bc), reverse(bh)]
+        elif training:
+            shape = tf.stack([n_steps, batch, self.size])
+            keeps = [keep_masks(shape, self.zoneout, self.seed_generator, dtype) for _ in range(4)]
+        xt = time_major(x)
+        outs = []
+        for d, (cell, xs) in enumerate(((self.fw_cell, xt), (self.bw_cell, reverse(xt)))):
+            outs.append(masked_direction_scan(xs, tf.cast(cell.kernel, dtype), effective_bias(cell.bias, dtype), lens,
+                                              keeps[2 * d], keeps[2 * d + 1], self.zoneout, self.zoneout))
+        return time_major(tf.concat([outs[0], reverse(outs[1])], axis=-1))
 
     def compute_output_shape(self, inputs_shape, input_lengths_shape=None):
         return tuple(inputs_shape[:-1]) + (2 * self.size,)

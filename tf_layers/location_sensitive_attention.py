@@ -81,9 +81,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
 
     Masking: ``memory_lengths`` (with ``mask_encoder``); padded memory gets zero weight.
 
-    Deployment: SavedModel and XLA. LiteRT conversion needs ``SELECT_TF_OPS``: a new-axis slice
-    (``x[:, :, None]``) with unknown dims is no TFLite builtin ``StridedSlice``; the converted model runs only in an
-    interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
+    Deployment: SavedModel, XLA and LiteRT (TFLite builtins only, run in ``ai_edge_litert``; the new axes are
+    ``tf.expand_dims``, as a new-axis slice ``x[:, :, None]`` with unknown dims is no builtin ``StridedSlice``).
 
     Example:
     >>> att = LocationSensitiveAttention(units=8, filters=4, kernel_size=5)
@@ -165,7 +164,7 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
         values = tf.cast(memory, dtype)
         if self.mask_encoder and memory_lengths is not None:
             mask = tf.sequence_mask(memory_lengths, tf.shape(values)[1], dtype=dtype)
-            values = values * mask[:, :, None]
+            values = values * tf.expand_dims(mask, -1)
         keys = tf.einsum("btd,du->btu", values, tf.cast(self.memory_kernel, dtype))
         return values, keys
 
@@ -191,8 +190,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
             ``(context (batch, memory_size), alignments (batch, max_time), next_state (batch, max_time))``.
         """
         w = weights if weights is not None else self.weights_in(values.dtype)
-        processed_query = tf.matmul(query, w["query"])[:, None, :]
-        f = same_pad_conv1d(state[:, :, None], w["conv"], w["conv_bias"])
+        processed_query = tf.expand_dims(tf.matmul(query, w["query"]), 1)
+        f = same_pad_conv1d(tf.expand_dims(state, -1), w["conv"], w["conv_bias"])
         processed_location = tf.einsum("btf,fu->btu", f, w["location"])
         energy = tf.reduce_sum(w["v"] * tf.tanh(keys + processed_query + processed_location + w["b"]), axis=2)
         if self.mask_encoder and memory_lengths is not None:
@@ -206,7 +205,7 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
         # three uses (state, context, the caller's history): copies keep a while loop's gradient free of 3-input AddNs
         for_state, for_context, alignments = fan_out(alignments, 3) if for_gradient else (alignments,) * 3
         next_state = for_state + state if self.cumulate_weights else for_state
-        context = tf.squeeze(tf.matmul(for_context[:, None, :], values), 1)
+        context = tf.squeeze(tf.matmul(tf.expand_dims(for_context, 1), values), 1)
         return context, alignments, next_state
 
     def call(self, query, state, memory, memory_lengths=None):

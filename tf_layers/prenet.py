@@ -39,6 +39,9 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
         training: accepted for API uniformity; the dropout is on either way.
         dropout_masks: optional list with one 0/1 keep-mask per layer, of shape ``(..., layers_sizes[i])``
             (or ``None`` entries), replacing the random masks.
+        seed: optional int32 tensor ``(2,)``: draw the keep-masks statelessly (``tf.random.stateless_uniform``,
+            layer ``i`` with ``seed + [0, i]``) instead of from the layer's seed generator -- what a decoder loop
+            passes per step (a fresh, reproducible draw at every step of a ``tf.while_loop``).
 
     Returns:
         float tensor ``(..., layers_sizes[-1])``.
@@ -108,13 +111,18 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
             out.append(m)
         return out
 
-    def call(self, inputs, training=None, dropout_masks=None):
+    def call(self, inputs, training=None, dropout_masks=None, seed=None):
         check_features(inputs, "inputs", "Prenet", self.in_features)
         masks = self._check_masks(dropout_masks)
         x = inputs
         for i, (dense, mask) in enumerate(zip(self.dense_layers, masks)):
+            x = dense(x)
+            if mask is None and seed is not None and self.drop_rate > 0:
+                # a stateless draw: layer i of a step seeded ``seed`` uses ``seed + [0, i]``
+                u = tf.random.stateless_uniform(tf.shape(x), seed=seed + tf.constant([0, i], seed.dtype))
+                mask = tf.cast(u >= self.drop_rate, x.dtype)
             # dropout on regardless of `training` (seed: training=True hard-coded)
-            x = tf1_dropout(dense(x), self.drop_rate, self.seed_generator, mask, name=f"dropout_masks[{i}]")
+            x = tf1_dropout(x, self.drop_rate, self.seed_generator, mask, name=f"dropout_masks[{i}]")
         return x
 
     def compute_output_shape(self, input_shape):

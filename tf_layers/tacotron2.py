@@ -449,6 +449,25 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         archive.write_out(os.fspath(filepath), verbose=verbose)
         return filepath
 
+    def export_litert(self, directory) -> str:
+        """Exports synthesis for LiteRT with TFLite builtin ops only: ``encoder.tflite``, ``decoder_step.tflite``,
+        ``postnet.tflite`` and ``manifest.json`` in ``directory`` (created if missing; the files written all or
+        nothing). Run them with ``speechblocks.litert.LiteRTTacotron2(directory).synthesize(ids, lengths,
+        speaker_embeddings, max_iters=...)``: a numpy host loop over the ``ai_edge_litert`` interpreter with the
+        original stop rule, no TensorFlow needed (see :mod:`tf_layers.tacotron2_litert`).
+
+        The decoder step is :meth:`Tacotron2Decoder.step`; the encoder runs :class:`EncoderRNN`'s masked formulation.
+        The prenet dropout (always on in the original) becomes keep-mask inputs of the step model, drawn by the host
+        loop (seedable) or given by the caller; ``tacotron_dropout_rate=0`` gives deterministic synthesis equal to
+        :meth:`synthesize`. float32 models without ``predict_linear`` only (the CBHG's GRU loop is no builtin).
+
+        Returns:
+            ``directory``.
+        """
+        from .tacotron2_litert import export_litert
+
+        return export_litert(self, directory)
+
     def _cached_function(self, key, body, progress=False, stop_each=False, signature=None):
         """``tf.function(body)`` cached under ``key`` (with ``signature``, else ``reduce_retracing``); with
         ``progress``/``stop_each`` the free-running decoder loop traced in it reports each step to

@@ -3,19 +3,62 @@
 from __future__ import annotations
 
 import contextlib
+from typing import NamedTuple
 
 import keras
 import tensorflow as tf
 
 from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
-from .decoder_rnn import DecoderRNN, layer_step
+from .decoder_rnn import DecoderRNN, LSTMStackWeights, stack_step, stack_weights
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import LocationSensitiveAttention
 from .prenet import Prenet
 from .stop_projection import StopProjection
 from .tf1_exchange import TF1WeightsMixin
-from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks, lstm_from_gates, zoneout
+from .zoneout_lstm_cell import check_zoneout, keep_masks
+
+
+class DecoderState(NamedTuple):
+    """The recurrent state of :meth:`Tacotron2Decoder.step`: the previous ``context`` ``(batch, memory_size)``, the
+    attention state ``attention`` ``(batch, max_time)`` (cumulative alignments), per decoder LSTM layer ``cells`` and
+    ``hiddens`` ``(batch, units)`` (the zoned-out ``c`` and ``h``)."""
+
+    context: tf.Tensor
+    attention: tf.Tensor
+    cells: tuple
+    hiddens: tuple
+
+
+class AttentionMemory(NamedTuple):
+    """What the attention reads at every step: ``values`` (the memory zeroed past its lengths) and ``keys`` (its
+    ``memory_layer`` projection) from ``LocationSensitiveAttention.process_memory``, and ``lengths`` ``(batch,)`` or
+    None (no masking)."""
+
+    values: tf.Tensor
+    keys: tf.Tensor
+    lengths: tf.Tensor | None
+
+
+class StepWeights(NamedTuple):
+    """The variables of one step in the compute dtype (:meth:`Tacotron2Decoder.step_weights`): the decoder LSTMs'
+    :class:`~tf_layers.decoder_rnn.LSTMStackWeights`, the attention's ``weights_in`` dict, the frame and stop
+    projections side by side (``projection_kernel`` ``(units + memory_size, r * num_mels + r)``)."""
+
+    lstm: LSTMStackWeights
+    attention: dict
+    projection_kernel: tf.Tensor
+    projection_bias: tf.Tensor
+
+
+class StepOutputs(NamedTuple):
+    """What one step gives besides the state: ``frames`` ``(batch, r * num_mels)``, ``stop`` ``(batch, r)``
+    (probabilities), ``alignments`` ``(batch, max_time)``, ``output`` ``(batch, units)`` the LSTM output."""
+
+    frames: tf.Tensor | None
+    stop: tf.Tensor | None
+    alignments: tf.Tensor
+    output: tf.Tensor
 
 
 def _prefixed(prefix: str, variables: dict) -> dict:
@@ -32,7 +75,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
     One step (TF1 ``TacotronDecoderCell``): ``x = prenet(previous frame)``; ``(out, states) =
     DecoderRNN(concat(x, previous context), states)``; ``(context, alignments) = attention(out)``;
     ``frames = FrameProjection(concat(out, context))`` (``r`` frames of ``num_mels``) and ``stop =
-    StopProjection(...)`` (``r`` logits in training, sigmoid probabilities otherwise).
+    StopProjection(...)`` (``r`` logits in training, sigmoid probabilities otherwise). The step is written once,
+    :meth:`step` (state in, state out: :class:`DecoderState`, :class:`AttentionMemory`, :class:`StepWeights`,
+    :class:`StepOutputs`), and called by both loops below, eager or traced, and by the exported decoder-step model
+    (``Tacotron2.export_litert``).
 
     The loop (TF1 ``dynamic_decode`` with ``impute_finished=False``) runs inside one ``tf.while_loop``:
 
@@ -85,9 +131,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
 
     Deployment: exports as a SavedModel (unknown batch and time, the decoder loop inside the graph). Not for XLA:
     the free-running loop collects its steps in dynamic-size ``TensorArray`` s, which ``jit_compile=True`` returns
-    empty (zero steps, no error). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList ops, a new-axis
-    ``StridedSlice``): the converted model runs only in an interpreter with the flex delegate (TensorFlow
-    kernels), not in ``ai_edge_litert``'s.
+    empty (zero steps, no error). LiteRT conversion of the loop needs ``SELECT_TF_OPS`` (its TensorList ops): the
+    converted model runs only in an interpreter with the flex delegate (TensorFlow kernels), not in
+    ``ai_edge_litert``'s. One :meth:`step` converts to TFLite builtins: ``Tacotron2.export_litert`` exports it and
+    ``speechblocks.litert.LiteRTTacotron2`` runs the loop on the host.
 
     Example:
     >>> dec = Tacotron2Decoder(num_mels=4, outputs_per_step=2, prenet_layers=(8,), decoder_layers=1,
@@ -259,24 +306,76 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             return fn(*args, training=training)
         return self._decode(*args, training=training)
 
-    def _weights(self, dtype):
-        lstm = self.decoder_lstm
-        return dict(
-            kernels=[tf.cast(c.kernel, dtype) for c in lstm.cells],
-            biases=[effective_bias(c.bias, dtype) for c in lstm.cells],
-            attention=self.attention.weights_in(dtype),
-            prenet=[(tf.cast(d.kernel, dtype), tf.cast(d.bias, dtype)) for d in self.prenet.dense_layers],
-        )
+    # -- one step: the only spelling of the decoder cell ---------------------------------------------------------
+    def step_weights(self, dtype=None) -> StepWeights:
+        """The variables one :meth:`step` reads, cast to ``dtype`` (default the compute dtype) once before a loop."""
+        dtype = dtype or self.compute_dtype
+        kf, bf = tf.cast(self.frame_projection.dense.kernel, dtype), tf.cast(self.frame_projection.dense.bias, dtype)
+        ks, bs = tf.cast(self.stop_projection.dense.kernel, dtype), tf.cast(self.stop_projection.dense.bias, dtype)
+        return StepWeights(lstm=stack_weights(self.decoder_lstm.cells, dtype, self.prenet.layers_sizes[-1]),
+                           attention=self.attention.weights_in(dtype),
+                           projection_kernel=tf.concat([kf, ks], 1), projection_bias=tf.concat([bf, bs], 0))
 
-    def _lstm_rest(self, x, cs, hs, w, z, keep_c, keep_h):
-        """Layers 2..L of the decoder LSTM stack (layer 1's new state already in ``cs[0]``, ``hs[0]``)."""
-        new_c, new_h = [cs[0]], [hs[0]]
-        for k in range(1, len(cs)):
-            x, c, h = layer_step(x, cs[k], hs[k], w["kernels"][k], w["biases"][k], z,
-                                 None if keep_c is None else keep_c[k], None if keep_h is None else keep_h[k])
-            new_c.append(c)
-            new_h.append(h)
-        return x, tuple(new_c), tuple(new_h)
+    def initial_state(self, batch, max_time, dtype=None) -> DecoderState:
+        """The zero :class:`DecoderState` of ``batch`` entries over a memory of ``max_time`` steps."""
+        dtype = dtype or self.compute_dtype
+        zeros = tuple(tf.zeros(tf.stack([batch, self.decoder_lstm.size]), dtype) for _ in range(self.decoder_lstm.layers))
+        return DecoderState(context=tf.zeros(tf.stack([batch, self.memory_size]), dtype),
+                            attention=tf.zeros(tf.stack([batch, max_time]), dtype), cells=zeros, hiddens=zeros)
+
+    def step(self, frame, state: DecoderState, memory: AttentionMemory, weights: StepWeights, *, prenet_masks=None,
+             prenet_seed=None, keep_c=None, keep_h=None, input_gates=None, project: bool = True,
+             for_gradient: bool = False) -> tuple[StepOutputs, DecoderState]:
+        """One decoder step (TF1 ``TacotronDecoderCell``): ``prenet(frame)`` -> decoder LSTMs over ``concat(prenet,
+        previous context)`` -> attention -> frame and stop projections.
+
+        Every loop of the decoder (teacher forced, free running; graph or eager) and the exported decoder-step model
+        (:mod:`tf_layers.tacotron2_litert`) call this method. Two spellings of the same maths, each the
+        number-for-number one of its loop (see :func:`tf_layers.decoder_rnn.stack_step`):
+
+        * free running (``input_gates`` None): the prenet block runs on ``frame``, the LSTM kernels split in their
+          input and recurrent rows, the projections as one matmul over ``concat([frame kernel, stop kernel])``;
+        * teacher forced (``input_gates`` given): the prenet and layer 1's prenet rows ran on every step before the
+          loop (``input_gates = prenet(frames) @ kernel[:n_prenet] + bias``), TF1's fused kernels for the upper
+          layers; with ``project=False`` the projections are left to the caller (one matmul over every step).
+
+        Args:
+            frame: ``(batch, num_mels)`` the previous frame (zeros at the first step); None with ``input_gates``.
+            state: :class:`DecoderState`.
+            memory: :class:`AttentionMemory` (``values``, ``keys`` from the attention's ``process_memory``,
+                ``lengths`` or None).
+            weights: :meth:`step_weights`.
+            prenet_masks: optional list of per-layer prenet keep-masks ``(batch, prenet_layers[i])``.
+            prenet_seed: optional int32 ``(2,)`` stateless seed of this step's prenet dropout (layer ``i`` draws with
+                ``prenet_seed + [0, i]``); neither masks nor seed: the prenet's own seed generator.
+            keep_c, keep_h: optional per-layer zoneout keep-masks ``(batch, units)`` (training) -- None: inference
+                zoneout.
+            input_gates: ``(batch, 4 * units)`` layer 1's prenet part, precomputed.
+            project: compute the frames and stop (else ``StepOutputs.frames`` / ``.stop`` are None).
+            for_gradient: route the tensors used several times through ``fan_out`` (a training loop's gradient).
+
+        Returns:
+            ``(StepOutputs(frames (batch, r * num_mels), stop (batch, r) probabilities, alignments (batch, max_time),
+            output (batch, units) the LSTM output), new DecoderState)``.
+        """
+        x = None
+        if input_gates is None:
+            x = self.prenet(frame, dropout_masks=prenet_masks, seed=prenet_seed)
+        out, cells, hiddens = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm, self.zoneout,
+                                         keep_c, keep_h, input_gates=input_gates, split=input_gates is None)
+        history = out
+        if for_gradient:  # the LSTM output feeds the attention, the history and (zoneout) its state
+            out, history = fan_out(out, 2)
+        context, alignments, attention = self.attention.step(out, state.attention, memory.values, memory.keys,
+                                                             memory.lengths, weights.attention,
+                                                             for_gradient=for_gradient)
+        frames = stop = None
+        if project:
+            projected = tf.matmul(tf.concat([out, context], -1), weights.projection_kernel) + weights.projection_bias
+            n_frames = self.num_mels * self.outputs_per_step
+            frames, stop = projected[:, :n_frames], self.stop_projection.activation(projected[:, n_frames:])
+        return (StepOutputs(frames, stop, alignments, history),
+                DecoderState(context=context, attention=attention, cells=cells, hiddens=hiddens))
 
     def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False):
         dtype = memory.dtype
@@ -284,22 +383,18 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         att = self.attention
         lengths = memory_lengths if att.mask_encoder else None
         values, keys = att.process_memory(memory, lengths)
-        w = self._weights(dtype)
-        units, n_layers = self.decoder_lstm.size, self.decoder_lstm.layers
-        zeros_state = tuple(tf.zeros(tf.stack([batch, units]), dtype) for _ in range(n_layers))
-        context0 = tf.zeros(tf.stack([batch, self.memory_size]), dtype)
-        state0 = tf.zeros(tf.stack([batch, max_time]), dtype)
+        attention_memory = AttentionMemory(values, keys, lengths)
+        w = self.step_weights(dtype)
+        state0 = self.initial_state(batch, max_time, dtype)
         if mel_targets is not None:
-            return self._teacher_forced(memory, values, keys, lengths, mel_targets, max_iters, prenet_masks, lstm_masks,
-                                        training, w, zeros_state, context0, state0)
-        return self._free_running(values, keys, lengths, max_iters, prenet_masks, lstm_masks, w, zeros_state,
-                                  context0, state0)
+            return self._teacher_forced(attention_memory, mel_targets, max_iters, prenet_masks, lstm_masks, training,
+                                        w, state0)
+        return self._free_running(attention_memory, max_iters, prenet_masks, lstm_masks, w, state0)
 
-    def _teacher_forced(self, memory, values, keys, lengths, mel_targets, max_iters, prenet_masks, lstm_masks,
-                        training, w, zeros_state, context0, state0):
-        dtype = memory.dtype
+    def _teacher_forced(self, memory, mel_targets, max_iters, prenet_masks, lstm_masks, training, w, state0):
+        dtype = memory.values.dtype
         r, n_mels = self.outputs_per_step, self.num_mels
-        batch = tf.shape(memory)[0]
+        batch = tf.shape(memory.values)[0]
         steps = tf.shape(mel_targets)[1] // r
         if not training:
             steps = tf.minimum(steps, tf.cast(max_iters, tf.int32))
@@ -307,10 +402,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         fed = tf.concat([go, mel_targets[:, r - 1::r][:, :steps - 1]], axis=1)  # (batch, steps, num_mels)
         masks = None if prenet_masks is None else [m[:, :steps] for m in prenet_masks]
         x = self.prenet(fed, dropout_masks=masks)  # every step at once: the prenet does not depend on the loop
-        n_pre = self.prenet.layers_sizes[-1]
-        k0 = w["kernels"][0]
-        gx = tf.einsum("btp,pg->tbg", x, k0[:n_pre]) + w["biases"][0]  # layer 1's prenet part, all steps
-        k0_rest = k0[n_pre:]
+        gx = tf.einsum("btp,pg->tbg", x, w.lstm.input_kernels[0]) + w.lstm.biases[0]  # layer 1's prenet part
         z, units, n_layers = self.zoneout, self.decoder_lstm.size, self.decoder_lstm.layers
         keep_c = keep_h = None
         if lstm_masks is not None:
@@ -321,87 +413,42 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             keep_h = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
         ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
 
-        def body(t, att_state, context, cs, hs, outs, contexts, aligns):
-            kc = None if keep_c is None else keep_c[t]
-            kh = None if keep_h is None else keep_h[t]
-            c_new, h_new = lstm_from_gates(gx[t] + tf.matmul(tf.concat([context, hs[0]], -1), k0_rest), cs[0])
-            c0 = zoneout(c_new, cs[0], z, None if kc is None else kc[0])
-            h0 = zoneout(h_new, hs[0], z, None if kh is None else kh[0])
-            out, cs, hs = self._lstm_rest(h_new, (c0,) + tuple(cs[1:]), (h0,) + tuple(hs[1:]), w, z, kc, kh)
-            out, out_copy = fan_out(out, 2)  # the LSTM output feeds the attention, the history and (zoneout) its state
-            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"])
-            return (t + 1, att_state, context, cs, hs, outs.write(t, out_copy), contexts.write(t, context),
-                    aligns.write(t, alignments))
+        def body(t, state, outs, contexts, aligns):
+            out, state = self.step(None, state, memory, w, keep_c=None if keep_c is None else keep_c[t],
+                                   keep_h=None if keep_h is None else keep_h[t], input_gates=gx[t], project=False,
+                                   for_gradient=True)
+            return (t + 1, state, outs.write(t, out.output), contexts.write(t, state.context),
+                    aligns.write(t, out.alignments))
 
-        loop = (tf.constant(0), state0, context0, zeros_state, zeros_state, ta(), ta(), ta())
+        loop = (tf.constant(0), state0, ta(), ta(), ta())
         # one iteration at a time: each step depends on the previous one anyway, and TF's gradient of a while loop
         # with parallel iterations can race on its AddN accumulators (AlreadyExistsError seen on 2 cores)
-        _, _, _, _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop, parallel_iterations=1)
+        _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop, parallel_iterations=1)
         proj_in = tf.transpose(tf.concat([outs.stack(), contexts.stack()], -1), [1, 0, 2])  # (batch, steps, u + D)
         frames = self.frame_projection(proj_in)
         stop = self.stop_projection(proj_in, training=training)
         return frames, stop, tf.transpose(aligns.stack(), [1, 2, 0])
 
-    def _free_running(self, values, keys, lengths, max_iters, prenet_masks, lstm_masks, w, zeros_state, context0,
-                      state0):
-        dtype = values.dtype
-        batch = tf.shape(values)[0]
+    def _free_running(self, memory, max_iters, prenet_masks, lstm_masks, w, state0):
+        dtype = memory.values.dtype
+        batch = tf.shape(memory.values)[0]
         n_mels = self.num_mels
         rate = self.prenet.drop_rate
-        activation = self.prenet.activation
-        z = self.zoneout
-        kf, bf = tf.cast(self.frame_projection.dense.kernel, dtype), tf.cast(self.frame_projection.dense.bias, dtype)
-        ks, bs = tf.cast(self.stop_projection.dense.kernel, dtype), tf.cast(self.stop_projection.dense.bias, dtype)
-        stop_activation = self.stop_projection.activation
         seed = tf.cast(self.prenet.seed_generator.next(), tf.int32) if (prenet_masks is None and rate > 0) else None
-        n_pre = len(w["prenet"])
+        n_pre = len(self.prenet.layers_sizes)
         max_iters = tf.cast(max_iters, tf.int32)
         ta = lambda: tf.TensorArray(dtype, size=0, dynamic_size=True)  # noqa: E731
-
-        def prenet_step(x, t):
-            for i, (kernel, bias) in enumerate(w["prenet"]):
-                x = activation(tf.matmul(x, kernel) + bias)
-                if prenet_masks is not None:
-                    keep = prenet_masks[i][:, t]
-                elif rate > 0:
-                    u = tf.random.stateless_uniform(tf.shape(x), seed=seed + tf.stack([0, t * n_pre + i + 1]))
-                    keep = tf.cast(u >= rate, dtype)
-                else:
-                    keep = None
-                if keep is not None:
-                    x = x * tf.cast(1.0 / (1.0 - rate), dtype) * keep if rate > 0 else x * keep
-            return x
-
-        # each LSTM kernel split in its input rows and its recurrent rows: the recurrent halves (and layer 1's context
-        # rows) do not wait for the step's prenet and lower layers, so on several cores they run while those compute
-        n_x = self.prenet.layers_sizes[-1]
-        units = self.decoder_lstm.size
-        k1_x, k1_rest = w["kernels"][0][:n_x], w["kernels"][0][n_x:]
-        upper = [(k[:units], k[units:], b) for k, b in zip(w["kernels"][1:], w["biases"][1:])]
-        kfs, bfs = tf.concat([kf, ks], 1), tf.concat([bf, bs], 0)  # frame and stop projections: one matmul
-        n_frames = kf.shape[1]
 
         opts = self.__dict__.get("_loop_opts") or {}
         progress, stop_each = opts.get("progress"), opts.get("stop_each", False)
 
-        def body(t, finished, frame, att_state, context, cs, hs, frames_ta, stops_ta, aligns_ta, stopped):
-            kc = None if lstm_masks is None else lstm_masks[0][t]
-            kh = None if lstm_masks is None else lstm_masks[1][t]
-            recurrent = [tf.matmul(tf.concat([context, hs[0]], -1), k1_rest) + w["biases"][0]]
-            recurrent += [tf.matmul(hs[k + 1], k_h) + b for k, (_, k_h, b) in enumerate(upper)]
-            x = prenet_step(frame, t)
-            new_c, new_h = [], []
-            for k in range(len(cs)):
-                gates = recurrent[k] + tf.matmul(x, k1_x if k == 0 else upper[k - 1][0])
-                c_new, x = lstm_from_gates(gates, cs[k])
-                new_c.append(zoneout(c_new, cs[k], z, None if kc is None else kc[k]))
-                new_h.append(zoneout(x, hs[k], z, None if kh is None else kh[k]))
-            out, cs, hs = x, tuple(new_c), tuple(new_h)
-            context, alignments, att_state = self.attention.step(out, att_state, values, keys, lengths, w["attention"],
-                                                                 for_gradient=False)
-            projected = tf.matmul(tf.concat([out, context], -1), kfs) + bfs
-            frames = projected[:, :n_frames]
-            stop = stop_activation(projected[:, n_frames:])
+        def body(t, finished, frame, state, frames_ta, stops_ta, aligns_ta, stopped):
+            out, state = self.step(
+                frame, state, memory, w, prenet_masks=None if prenet_masks is None else [m[:, t] for m in prenet_masks],
+                prenet_seed=None if seed is None else seed + tf.stack([0, t * n_pre + 1]),
+                keep_c=None if lstm_masks is None else lstm_masks[0][t],
+                keep_h=None if lstm_masks is None else lstm_masks[1][t])
+            frames, stop = out.frames, out.stop
             if stop_each:  # every entry's own rule has fired at some step
                 fired = tf.equal(tf.round(stop), 1.0)  # (batch, r)
                 fired = tf.reduce_any(fired, 1) if self.stop_at_any else tf.reduce_all(fired, 1)
@@ -417,13 +464,12 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
                                           stateful=True, name="progress")
                 with tf.control_dependencies([token]):
                     t_next = tf.identity(t_next)
-            return (t_next, finished, frames[:, -n_mels:], att_state, context, cs, hs, frames_ta.write(t, frames),
-                    stops_ta.write(t, stop), aligns_ta.write(t, alignments), stopped)
+            return (t_next, finished, frames[:, -n_mels:], state, frames_ta.write(t, frames), stops_ta.write(t, stop),
+                    aligns_ta.write(t, out.alignments), stopped)
 
         go = tf.zeros(tf.stack([batch, n_mels]), dtype)
         stopped0 = tf.zeros(tf.stack([batch]), tf.bool) if stop_each else ()
-        loop = (tf.constant(0), tf.constant(False), go, state0, context0, zeros_state, zeros_state, ta(), ta(), ta(),
-                stopped0)
+        loop = (tf.constant(0), tf.constant(False), go, state0, ta(), ta(), ta(), stopped0)
         out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop, parallel_iterations=1)
         frames_ta, stops_ta, aligns_ta = out[-4:-1]
         frames = tf.transpose(frames_ta.stack(), [1, 0, 2])

@@ -11,6 +11,7 @@ import torch_layers
 #: public names only one framework has, and why
 KERAS_ONLY = {"build", "call", "compute_loss", "from_config", "get_config",  # keras.Model's protocol
               "export_serving",  # a SavedModel with the decoding loop in the graph (torch: the two modules below)
+              "export_litert",  # builtin-ops-only LiteRT models + a numpy host loop (torch: the same two modules)
               "tf1_scope"}  # the blocks' TF1 scope property (torch: a constructor argument of the blocks)
 TORCH_ONLY = {"forward", "extra_repr",  # nn.Module's protocol
               "encoder_module", "decoder_step_module",  # exportable pieces for torch.export / ONNX

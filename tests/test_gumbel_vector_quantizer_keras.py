@@ -117,7 +117,10 @@ def test_initialisation_statistics():
     q = GumbelVectorQuantizer(64, 320, groups=2, vq_dim=128, seed=0)
     q.build()
     w = np.asarray(q.weight_proj.kernel)
-    assert abs(w.mean()) < 0.01 and abs(w.std() - 1.0) < 0.01
+    # N(0, 1) draws (Keras' global seed stream: they vary with the tests run before): bounds at 5 standard errors
+    # of the sample mean (1/sqrt(n)) and the sample std (1/sqrt(2n)), a false alarm below 1e-6 (2 sigma failed 1 in 20)
+    n = w.size
+    assert abs(w.mean()) < 5 / np.sqrt(n) and abs(w.std() - 1.0) < 5 / np.sqrt(2 * n)
     assert float(np.abs(np.asarray(q.weight_proj.bias)).max()) == 0.0
     v = np.asarray(q.vars)
     assert v.shape == (1, 320, 64) and v.min() >= 0.0 and v.max() < 1.0 and abs(v.mean() - 0.5) < 0.02

@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import numpy as np
+
+from bench._timing import serve
 
 SCOPE = "Tacotron_model/inference"
 STOP = "decoder/stop_token_projection/projection_stop_token_projection/"
@@ -273,19 +274,7 @@ def main(argv=None) -> int:
         runs, info = _legacy(cfg, seqs, spk, threads, protocol)
     else:
         runs, info = _framework({"keras": _keras, "torch": _torch}[side], cfg, seqs, spk, threads)
-    for fn in runs.values():  # warm-up: every workload once (traces, TorchScript profiling runs)
-        fn()
-    protocol.write("ready " + json.dumps(info) + "\n")
-    protocol.flush()
-    for line in sys.stdin:
-        name, n = line.split()
-        fn = runs[name]
-        t0 = time.perf_counter()
-        for _ in range(int(n)):
-            fn()
-        protocol.write(f"{time.perf_counter() - t0}\n")
-        protocol.flush()
-    return 0
+    return serve(runs, {}, info, protocol)  # warm-up: every workload once (traces, TorchScript profiling runs)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import numpy as np
+
+from bench._timing import serve
 
 SCOPE = "Tacotron_model/inference"
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
@@ -77,25 +78,6 @@ def bench_inputs(synth: dict, train: dict, n_symbols: int, num_mels: int, speake
     out.update(t_ids=rng.integers(1, n_symbols, (b, t)).astype(np.int32), t_lengths=lengths, t_spk=speakers(b),
                t_mel=mel, t_stop=stop, t_mel_lengths=t_lens)
     return out
-
-
-def serve(runs: dict, warmup: dict, info: dict, protocol) -> int:
-    """Warm each run up (``warmup[name]`` calls), write ``ready`` and ``info`` as JSON on one line to ``protocol``;
-    then for each stdin line ``NAME N`` run ``runs[NAME]`` N times and write the seconds."""
-    for name, fn in runs.items():
-        for _ in range(warmup.get(name, 1)):
-            fn()
-    protocol.write("ready " + json.dumps(info) + "\n")
-    protocol.flush()
-    for line in sys.stdin:
-        name, n = line.split()
-        fn = runs[name]
-        t0 = time.perf_counter()
-        for _ in range(int(n)):
-            fn()
-        protocol.write(f"{time.perf_counter() - t0}\n")
-        protocol.flush()
-    return 0
 
 
 def _save_check(path: str, out: dict, timed_shape) -> None:

@@ -42,10 +42,8 @@ sentences, 1 round, 1 thread -- a smoke run, not a measurement.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +51,7 @@ import time
 import numpy as np
 
 from bench._batch_timing import STOP_GAIN, groups, stop_design
+from bench._timing import TimingServer
 from bench.bench_tacotron2 import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,44 +75,6 @@ def workload(setting: dict) -> tuple[list[int], list[int]]:
     lengths = np.round(np.linspace(l0, l1, N)).astype(int)[np.random.default_rng(1).permutation(N)]
     steps = np.round(s0 + (lengths - l0) * (s1 - s0) / (l1 - l0)).astype(int)
     return lengths.tolist(), steps.tolist()
-
-
-class Server:
-    """One side's ``bench._batch_timing`` subprocess; ``time(name)`` runs a workload there once."""
-
-    def __init__(self, side: str, config: dict, threads: int, log: str):
-        self.side, self.log = side, log
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-        env.pop("TF_USE_LEGACY_KERAS", None)
-        if side == "legacy":
-            env["TF_USE_LEGACY_KERAS"] = "1"
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        with open(log, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bench._batch_timing", side, json.dumps(config), str(threads)], cwd=ROOT,
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
-
-    def expect(self, word: str) -> dict:
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith(word):
-            self.close()
-            with open(self.log) as f:
-                err = f.read()
-            raise RuntimeError(f"{self.side} timing subprocess failed ({line!r}):\n{err[-3000:]}")
-        return json.loads(line[len(word):] or "{}")
-
-    def time(self, name: str) -> float:
-        self.proc.stdin.write(f"{name} 1\n")
-        self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def check(info: dict, steps: list[int], checks: dict) -> list[str]:
@@ -183,10 +144,11 @@ def main(argv=None):
         servers = {}
         try:
             t0 = time.perf_counter()
-            servers["legacy"] = Server("legacy", base, threads, os.path.join(tmp, "legacy.log"))
+            servers["legacy"] = TimingServer("bench._batch_timing", "legacy", base, threads, os.path.join(tmp, "legacy.log"))
             servers["legacy"].expect("saved")  # the checkpoint exists: the other sides may load it
             for side in ("keras", "torch"):
-                servers[side] = Server(side, dict(base, check=checks[side]), threads, os.path.join(tmp, f"{side}.log"))
+                servers[side] = TimingServer("bench._batch_timing", side, dict(base, check=checks[side]), threads,
+                                             os.path.join(tmp, f"{side}.log"))
             info = {side: servers[side].expect("ready") for side in ("legacy", "keras", "torch")}
             print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)
             for line in check(info, steps, checks):

@@ -23,17 +23,15 @@ bandwidth, from a large numpy copy) bounds the step time. ``profile`` lines: the
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
 from bench._tacotron2_timing import PROFILE_STEPS
+from bench._timing import TimingServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = os.cpu_count() or 1  # intra-op and inter-op threads of every side (torch: set_num_threads likewise)
@@ -89,46 +87,6 @@ def copy_bandwidth(megabytes: int = COPY_MB, repeats: int = 5) -> float:
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - t0)
     return 2 * src.nbytes / best
-
-
-class TimingServer:
-    """One side's ``bench._tacotron2_timing`` subprocess; ``time(name, n)`` runs its call n times there."""
-
-    def __init__(self, side: str, config: dict, log: str):
-        self.side = side
-        self.log = log  # the server's stderr (a file: nothing blocks, nothing breaks when nobody reads it)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-        env.pop("TF_USE_LEGACY_KERAS", None)
-        if side == "legacy":
-            env["TF_USE_LEGACY_KERAS"] = "1"
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        with open(log, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bench._tacotron2_timing", side, json.dumps(config), str(THREADS)], cwd=ROOT,
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
-
-    def wait_ready(self) -> dict:
-        """Blocks until the server is built, checked and warmed up; returns its info (notes on the timed path)."""
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("ready"):
-            self.close()
-            with open(self.log) as f:
-                err = f.read()
-            raise RuntimeError(f"{self.side} timing subprocess failed to start ({line!r}):\n{err[-3000:]}")
-        return json.loads(line[len("ready"):] or "{}")
-
-    def time(self, name: str, n: int = 1) -> float:
-        self.proc.stdin.write(f"{name} {n}\n")
-        self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def interleaved(servers: dict, name: str, rounds: int) -> dict:
@@ -198,8 +156,9 @@ def main():
             # concurrently; each server idles on stdin once it has said ready
             for group in (("legacy",), ("keras", "torch")):
                 for side in group:
-                    servers[side] = TimingServer(side, dict(weights=weights, check=checks[side], synth=SYNTH,
-                                                            train=TRAIN, checkpoints=checkpoints),
+                    servers[side] = TimingServer("bench._tacotron2_timing", side,
+                                                 dict(weights=weights, check=checks[side], synth=SYNTH, train=TRAIN,
+                                                      checkpoints=checkpoints), THREADS,
                                                  os.path.join(tmp, f"{side}.log"))
                 info.update({side: servers[side].wait_ready() for side in group})
             print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)

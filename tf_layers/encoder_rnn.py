@@ -21,6 +21,13 @@ from .zoneout_lstm_cell import (
 )
 
 
+def _cell_step(x, c, h, kernel, bias, keep_c, keep_h, zoneout_cell: float, zoneout_output: float):
+    """One zoneout-LSTM step over ``[x, h]`` (TF1 kernel layout): ``(next c, next h, raw output)``; the step every
+    loop of this module runs."""
+    c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([x, h], -1), kernel) + bias, c)
+    return zoneout(c_new, c, zoneout_cell, keep_c), zoneout(h_new, h, zoneout_output, keep_h), h_new
+
+
 def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float, zoneout_output: float):
     """One direction of a zoneout LSTM over a batch sorted by decreasing length.
 
@@ -45,9 +52,8 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
     outputs = tf.TensorArray(xs.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
 
     def full_body(t, c, h, outputs):  # every sequence still running: no slicing
-        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([xs[t], h], -1), kernel) + bias, c)
-        c = zoneout(c_new, c, zoneout_cell, None if keep_c is None else keep_c[t])
-        h = zoneout(h_new, h, zoneout_output, None if keep_h is None else keep_h[t])
+        c, h, h_new = _cell_step(xs[t], c, h, kernel, bias, None if keep_c is None else keep_c[t],
+                                 None if keep_h is None else keep_h[t], zoneout_cell, zoneout_output)
         return t + 1, c, h, outputs.write(t, h_new)
 
     def partial_body(t, c, h, outputs):  # only the ``active[t]`` leading rows run
@@ -55,9 +61,8 @@ def direction_scan(xs, kernel, bias, active, keep_c, keep_h, zoneout_cell: float
         # finished rows' frozen states are never read again), so no concatenation back to ``batch`` rows
         k = active[t]
         c, h = c[:k], h[:k]
-        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([xs[t, :k], h], -1), kernel) + bias, c)
-        c = zoneout(c_new, c, zoneout_cell, None if keep_c is None else keep_c[t, :k])
-        h = zoneout(h_new, h, zoneout_output, None if keep_h is None else keep_h[t, :k])
+        c, h, h_new = _cell_step(xs[t, :k], c, h, kernel, bias, None if keep_c is None else keep_c[t, :k],
+                                 None if keep_h is None else keep_h[t, :k], zoneout_cell, zoneout_output)
         out = tf.pad(h_new, tf.stack([tf.stack([0, batch - k]), [0, 0]]))
         return t + 1, c, h, outputs.write(t, out)
 
@@ -92,9 +97,10 @@ def masked_direction_scan(xs, kernel, bias, lengths, keep_c, keep_h, zoneout_cel
     zero = tf.zeros(tf.stack([batch, units]), xs.dtype)
 
     def body(t, c, h, outputs):
-        c_new, h_new = lstm_from_gates(tf.matmul(tf.concat([tf.gather(xs, t), h], -1), kernel) + bias, c)
-        c_next = zoneout(c_new, c, zoneout_cell, None if keep_c is None else tf.gather(keep_c, t))
-        h_next = zoneout(h_new, h, zoneout_output, None if keep_h is None else tf.gather(keep_h, t))
+        c_next, h_next, h_new = _cell_step(tf.gather(xs, t), c, h, kernel, bias,
+                                           None if keep_c is None else tf.gather(keep_c, t),
+                                           None if keep_h is None else tf.gather(keep_h, t), zoneout_cell,
+                                           zoneout_output)
         out = h_new
         if lengths is not None:
             running = tf.expand_dims(t < lengths, 1)  # (batch, 1)

@@ -145,6 +145,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-words", type=int, default=12, help="longest training sentence")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override an hparam of the small model (VALUE as JSON), e.g. --set outputs_per_step=5")
+    p.add_argument("--guided-attention", type=float, metavar="WEIGHT", default=None,
+                   help="train with the guided-attention loss of this weight (not in the original recipe; off by "
+                        "default, reported in the summary)")
     p.add_argument("--out", default="train-demo")
     args = p.parse_args(argv)
     if shutil.which("flite") is None:
@@ -173,6 +176,8 @@ def main(argv=None) -> int:
                 "--batch-size", str(args.batch_size), "--quiet"]
         for s in sets:
             argv += ["--set", s]
+        if args.guided_attention is not None:
+            argv += ["--guided-attention", str(args.guided_attention)]
         if cli(argv):
             return 1
         score = evaluate(run, held_out, embedding)
@@ -185,7 +190,8 @@ def main(argv=None) -> int:
     final = evaluate(run, held_out, embedding, out=os.path.join(args.out, "samples"))
     final["minutes"] = (time.perf_counter() - t_train) / 60
     summary = {"sentences": len(train_texts), "audio_minutes": seconds / 60, "batch_size": args.batch_size,
-               "chunk": args.chunk, "model": SMALL, "set": args.set, "history": history, "final": final,
+               "chunk": args.chunk, "model": SMALL, "set": args.set,
+               "guided_attention": args.guided_attention, "history": history, "final": final,
                "aligned": final["focus"] >= 0.5 and final["monotonicity"] >= 0.9,
                "total_minutes": (time.perf_counter() - t_all) / 60}
     with open(os.path.join(args.out, "summary.json"), "w") as f:

@@ -369,7 +369,10 @@ def _cmd_train(args) -> int:
         raise UsageError(f"torchrun started {launched} processes (WORLD_SIZE), but --framework keras trains in one "
                          f"process: use --strategy mirrored, or --framework torch under torchrun")
     options = run.TrainOptions(args.data, args.run, _hparams_arg(args.hparams), _overrides(args.set), source,
-                               args.steps, args.batch_size, args.seed, progress=not args.quiet)
+                               args.steps, args.batch_size, args.seed, progress=not args.quiet,
+                               guided_attention=args.guided_attention,
+                               guided_attention_sigma=args.guided_attention_sigma)
+    run._guided_attention(options, info)  # its bad values refused before a framework loads
     backend = _trainer_class(framework, args.strategy, args.replicas)
     try:
         result = run.train(backend, options)
@@ -773,6 +776,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "(tf.distribute.MirroredStrategy); torch: run under torchrun --nproc-per-node N instead")
     pt.add_argument("--replicas", type=int, help="with --strategy mirrored: the number of replicas (default: every "
                                                  "GPU, or 2 logical CPU devices)")
+    pt.add_argument("--guided-attention", type=float, metavar="WEIGHT",
+                    help="add the guided-attention loss (Tachibana et al.; not in the original recipe, off by "
+                         "default) with this weight, e.g. 1.0; kept on resume, 0 turns it off")
+    pt.add_argument("--guided-attention-sigma", type=float, metavar="SIGMA",
+                    help="width of its diagonal band (default 0.4)")
     pt.add_argument("--quiet", action="store_true", help="no progress lines")
     pt.set_defaults(func=_cmd_train)
 

@@ -37,7 +37,7 @@ from .stop_projection import StopProjection
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import AttentionMemory, DecoderState, StepOutputs, StepWeights, Tacotron2Decoder
 from .tacotron2_feeder import tacotron2_dataset
-from .tacotron2_loss import tacotron2_loss
+from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 from .tac import TAC
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
@@ -89,4 +89,5 @@ __all__ = [
     "tacotron2_dataset",
     "tacotron2_hparams",
     "tacotron2_loss",
+    "guided_attention_loss",
 ]

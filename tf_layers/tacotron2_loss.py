@@ -116,6 +116,42 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
                 regularization_loss=regularization, loss=loss)
 
 
+
+def guided_attention_loss(alignments, weights, input_lengths, targets_lengths, outputs_per_step: int, *,
+                          reduction: str = DEFAULT_LOSS_REDUCTION):
+    """The optional guided-attention term (not in the original recipe; see
+    :mod:`speechblocks.training.guided_attention`): ``sum(alignments * weights)`` over the valid cells divided by
+    their number ``sum_b N_b * ceil(frames_b / r)`` (under a strategy of several replicas, this replica's share
+    of the global batch's term with ``reduction="global"``).
+
+    Args:
+        alignments: ``(batch, T_in, steps)``, the model's ``alignments`` output.
+        weights: ``(batch, T_in, steps)``, :func:`~speechblocks.training.guided_attention_weights` (0 in the
+            padding).
+        input_lengths: ``(batch,)`` integer symbol lengths.
+        targets_lengths: ``(batch,)`` integer frame lengths.
+        outputs_per_step (int): frames per decoder step (``r``).
+        reduction: ``"global"`` (default) or ``"per_replica"``.
+
+    Returns:
+        The scalar term (float32; float64 for float64 alignments), unweighted.
+
+    Raises:
+        ValueError: ``weights`` not of the alignments' shape.
+    """
+    reduction = check_loss_reduction(reduction, "guided_attention_loss")
+    alignments = _f32(alignments)
+    weights = tf.cast(weights, alignments.dtype)
+    if weights.shape.rank is not None and alignments.shape.rank is not None and (
+            weights.shape.rank != alignments.shape.rank or not weights.shape.is_compatible_with(alignments.shape)):
+        raise ValueError(f"guided_attention_loss: argument `weights` must have the alignments' shape (batch, T_in, "
+                         f"steps) = {tuple(alignments.shape)}; got {tuple(weights.shape)}.")
+    r = int(outputs_per_step)
+    steps = (tf.cast(targets_lengths, tf.int64) + (r - 1)) // r
+    count = tf.cast(tf.reduce_sum(tf.cast(input_lengths, tf.int64) * steps), alignments.dtype)
+    return distributed_mean(tf.reduce_sum(alignments * weights), count, reduction)
+
+
 def _check_same_shape(name, a, other, b):
     if a.shape.rank is not None and b.shape.rank is not None:
         if a.shape.rank != b.shape.rank or not a.shape.is_compatible_with(b.shape):

@@ -13,11 +13,12 @@ import tensorflow as tf
 
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.training.checkpoint_files import write_keras_model_file
+from speechblocks.training.guided_attention import BATCH_KEY as GUIDED_KEY
 from speechblocks.training.noise import draw_noise_masks
 from speechblocks.training.run import StepResult
 
 from .tacotron2 import Tacotron2
-from .tacotron2_loss import tacotron2_loss
+from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 
 __all__ = ["Tacotron2Trainer", "clip_by_global_norm"]
 
@@ -97,8 +98,8 @@ class Tacotron2Trainer:
                                                    beta_1=hp.tacotron_adam_beta1, beta_2=hp.tacotron_adam_beta2,
                                                    epsilon=hp.tacotron_adam_epsilon)
             self.optimizer.build(self._variables)
-        self._step_fn = None
-        self._grad_fn = None
+        self._step_fns: dict = {}  # one trace per batch structure (its keys: e.g. with guided-attention weights)
+        self._grad_fns: dict = {}
         self._apply_fn = None
 
     # -- construction ---------------------------------------------------------------------------------------
@@ -165,6 +166,10 @@ class Tacotron2Trainer:
                              training=True, noise_masks=noise)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"],
                                     b["targets_lengths"], b.get("linear_targets"))
+            if GUIDED_KEY in b:  # the optional guided-attention term (its weight is in the batch's weights)
+                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["input_lengths"],
+                                               b["targets_lengths"], self.hparams.outputs_per_step)
+                losses = dict(losses, guided_attention_loss=guided, loss=losses["loss"] + guided)
         grads = tape.gradient(losses["loss"], self._variables)
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for v, g in zip(self._variables, grads)]
         return losses, grads
@@ -202,11 +207,8 @@ class Tacotron2Trainer:
         """The losses and the (clipped, when ``tacotron_clip_gradients``) gradients of a training-mode pass, in
         :meth:`trainable_names` order, and the global norm before clipping (numpy)."""
         masks, noise = self._noise(batch, seed)
-        if self._grad_fn is None:
-            self._grad_fn = self._gradients if self.run_eagerly else \
-                tf.function(self._gradients, input_signature=[_signature(batch), _noise_signature(masks)])
         self._reseed(seed)
-        losses, grads, norm = self._grad_fn(_batch_tensors(batch), noise)
+        losses, grads, norm = self._traced(self._grad_fns, self._gradients, batch, masks)(_batch_tensors(batch), noise)
         return ({k: float(v) for k, v in losses.items()}, [np.asarray(g) for g in grads], float(norm))
 
     def _update(self, grads, learning_rate):
@@ -238,18 +240,22 @@ class Tacotron2Trainer:
                     self._apply_fn = self._update if self.run_eagerly else tf.function(self._update)
                 self._apply_fn(grads, rate)
             return StepResult({k: float(v) for k, v in losses.items()}, float(norm), applied)
-        if self._step_fn is None:
-            self._step_fn = self._apply if self.run_eagerly else \
-                tf.function(self._apply, input_signature=[_signature(batch), _noise_signature(masks),
-                                                          tf.TensorSpec([], tf.float32)])
-        losses, norm, applied = self._step_fn(_batch_tensors(batch), noise, rate)
+        step = self._traced(self._step_fns, self._apply, batch, masks, tf.TensorSpec([], tf.float32))
+        losses, norm, applied = step(_batch_tensors(batch), noise, rate)
         return StepResult({k: float(v) for k, v in losses.items()}, float(norm), bool(applied))
 
     def _distributed_gradients(self, batch, masks, noise):
-        if self._grad_fn is None:
-            self._grad_fn = self._gradients if self.run_eagerly else \
-                tf.function(self._gradients, input_signature=[_signature(batch), _noise_signature(masks)])
-        return self._grad_fn(_batch_tensors(batch), noise)
+        return self._traced(self._grad_fns, self._gradients, batch, masks)(_batch_tensors(batch), noise)
+
+    def _traced(self, cache: dict, fn, batch: Mapping[str, np.ndarray], masks, *specs):
+        """``fn`` as a ``tf.function`` traced once per batch structure (batch and time unknown), or ``fn`` itself
+        when ``run_eagerly``."""
+        if self.run_eagerly:
+            return fn
+        key = tuple(sorted(batch))
+        if key not in cache:
+            cache[key] = tf.function(fn, input_signature=[_signature(batch), _noise_signature(masks), *specs])
+        return cache[key]
 
     def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
         """The original eval model on a test batch: inference mode, teacher forced over every target frame, the loss

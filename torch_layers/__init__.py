@@ -39,7 +39,7 @@ from .tac import TAC
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import Tacotron2Decoder
 from .tacotron2_feeder import Tacotron2BatchSampler, Tacotron2Collate, Tacotron2Dataset
-from .tacotron2_loss import tacotron2_loss
+from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 from .tf1_exchange import TF1WeightsError
 from .tf1_gru_cell import TF1GRUCell
 from .zoneout_lstm_cell import ZoneoutLSTMCell
@@ -89,4 +89,5 @@ __all__ = [
     "sequence_mask",
     "tacotron2_hparams",
     "tacotron2_loss",
+    "guided_attention_loss",
 ]

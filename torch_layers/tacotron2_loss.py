@@ -18,7 +18,7 @@ from .masked_losses import (
     priority_frequencies,
 )
 
-__all__ = ["tacotron2_loss", "LOSS_KEYS"]
+__all__ = ["tacotron2_loss", "guided_attention_loss", "LOSS_KEYS"]
 
 LOSS_KEYS = ("before_loss", "after_loss", "stop_token_loss", "linear_loss", "regularization_loss", "loss")
 
@@ -165,3 +165,36 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
     loss = before + after + stop + regularization + linear
     return {"before_loss": before, "after_loss": after, "stop_token_loss": stop, "linear_loss": linear,
             "regularization_loss": regularization, "loss": loss}
+
+
+def guided_attention_loss(alignments: Tensor, weights: Tensor, input_lengths: Tensor, targets_lengths: Tensor,
+                          outputs_per_step: int, *, reduction: str = DEFAULT_LOSS_REDUCTION) -> Tensor:
+    """The optional guided-attention term (not in the original recipe; see
+    :mod:`speechblocks.training.guided_attention`): ``sum(alignments * weights)`` over the valid cells divided by
+    their number ``sum_b N_b * ceil(frames_b / r)`` (of the global batch under ``reduction="global"`` on one rank
+    of several).
+
+    Args:
+        alignments: ``(batch, T_in, steps)``, the model's ``alignments`` output.
+        weights: ``(batch, T_in, steps)``, :func:`~speechblocks.training.guided_attention_weights` (0 in the
+            padding).
+        input_lengths: ``(batch,)`` integer symbol lengths.
+        targets_lengths: ``(batch,)`` integer frame lengths.
+        outputs_per_step (int): frames per decoder step (``r``).
+        reduction: ``"global"`` (default) or ``"per_replica"``.
+
+    Returns:
+        Tensor: the scalar term (float32; float64 for float64 alignments), unweighted.
+
+    Raises:
+        ValueError: ``weights`` not of the alignments' shape.
+    """
+    reduction = check_loss_reduction(reduction, "guided_attention_loss")
+    if tuple(weights.shape) != tuple(alignments.shape):
+        raise ValueError(f"guided_attention_loss: argument `weights` must have the alignments' shape (batch, T_in, "
+                         f"steps) = {list(alignments.shape)}; got {list(weights.shape)}.")
+    dtype = torch.float64 if alignments.dtype == torch.float64 else torch.float32
+    steps = torch.div(targets_lengths.long() + (outputs_per_step - 1), outputs_per_step, rounding_mode="floor")
+    count = (input_lengths.long() * steps).sum().to(dtype)
+    total = (alignments.to(dtype) * weights.to(dtype)).sum()
+    return _ratios([total], [count], reduction)[0]

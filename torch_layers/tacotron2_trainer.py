@@ -15,13 +15,14 @@ from speechblocks.errors import UsageError
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
 from speechblocks.training.checkpoint_files import torch_model_payload
+from speechblocks.training.guided_attention import BATCH_KEY as GUIDED_KEY
 from speechblocks.training.noise import draw_noise_masks, noise_mask_rows
 from speechblocks.training.run import StepResult
 
 from .collectives import is_distributed
 from .distributed import set_sync_batch_norm
 from .tacotron2 import Tacotron2
-from .tacotron2_loss import tacotron2_loss
+from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 
 __all__ = ["TF1Adam", "Tacotron2Trainer", "TorchDistributed", "clip_by_global_norm"]
 
@@ -292,6 +293,10 @@ class Tacotron2Trainer:
             out = net(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], None, noise)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                     b.get("linear_targets"))
+            if GUIDED_KEY in b:  # the optional guided-attention term (its weight is in the batch's weights)
+                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["input_lengths"],
+                                               b["targets_lengths"], self.hparams.outputs_per_step)
+                losses = dict(losses, guided_attention_loss=guided, loss=losses["loss"] + guided)
             if self.ddp is None:
                 grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)
             else:  # DDP all-reduces (averages) the gradients as backward accumulates them

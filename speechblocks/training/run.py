@@ -61,6 +61,7 @@ from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hpa
 from .batches import pad_batch, prepare_batch, shard_rows
 from .checkpoint_files import read_state, write_state
 from .examples import check_example_files, load_example
+from .guided_attention import DEFAULT_SIGMA, add_guided_attention_weights
 from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
 from .schedule import learning_rate
 
@@ -113,6 +114,11 @@ class TrainOptions:
         seed (int, optional): the seed of data order and dropout. (Default: ``tacotron_random_seed``)
         progress (bool): a progress line on stderr (``\\r``-updated on a terminal).
         handle_signals (bool): SIGINT/SIGTERM finish the step, write a checkpoint and stop.
+        guided_attention (float, optional): ``--guided-attention``: the weight of the guided-attention term
+            (:mod:`speechblocks.training.guided_attention`; not in the original recipe). ``None``: a new run
+            trains without it, a resumed run keeps its own; ``0`` turns it off.
+        guided_attention_sigma (float, optional): the width of its diagonal band. (Default: the run's, else
+            :data:`~speechblocks.training.guided_attention.DEFAULT_SIGMA`)
     """
 
     data: str
@@ -125,6 +131,8 @@ class TrainOptions:
     seed: int | None = None
     progress: bool = True
     handle_signals: bool = True
+    guided_attention: float | None = None
+    guided_attention_sigma: float | None = None
 
 
 @dataclasses.dataclass
@@ -219,6 +227,28 @@ def _resumed_hparams(run_dir: str, info: dict, options: TrainOptions, framework:
                              f"{stored.get(name)!r} there, {asked[name]!r} here (give a new RUN)")
     stored.update({k: v for k, v in asked.items() if k in RESUMABLE_CHANGES})
     return stored
+
+
+def _guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
+    """The guided-attention term of this invocation: ``{"weight", "sigma"}`` or ``None`` (off)."""
+    stored = (info or {}).get("guided_attention")
+    weight = options.guided_attention if options.guided_attention is not None else (stored or {}).get("weight")
+    sigma = options.guided_attention_sigma if options.guided_attention_sigma is not None else \
+        (stored or {}).get("sigma", DEFAULT_SIGMA)
+    if weight is not None and not (math.isfinite(weight) and weight >= 0):
+        raise UsageError(f"--guided-attention must be a finite weight >= 0; got {weight}")
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise UsageError(f"--guided-attention-sigma must be > 0; got {sigma}")
+    if not weight:
+        if options.guided_attention_sigma is not None:
+            raise UsageError("--guided-attention-sigma needs --guided-attention WEIGHT (the term is off)")
+        return None
+    return {"weight": float(weight), "sigma": float(sigma)}
+
+
+def _write_json(path: str, value: dict) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
 
 
 def _latest(run_dir: str) -> dict | None:
@@ -363,6 +393,7 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
             if adam is not None:
                 trainer.load_optimizer_state(*adam)
     hp_full = {k: _json_value(v) for k, v in hp_full.items()}
+    guided = _guided_attention(options, info)
     if world > 1 and int(hp_full["tacotron_batch_size"]) < world:
         raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {world} "
                          f"data-parallel processes (each reads its rows of the global batch)")
@@ -386,8 +417,10 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
     if info is None and writer:
         with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
             json.dump({"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
-                       "n_symbols": n_symbols, "data": data_dir, "source": options.source}, f, indent=1,
-                      sort_keys=True)
+                       "n_symbols": n_symbols, "data": data_dir, "source": options.source,
+                       "guided_attention": guided}, f, indent=1, sort_keys=True)
+    elif writer and guided != info.get("guided_attention"):  # the term changed on resume: the run says so
+        _write_json(os.path.join(run_dir, "run.json"), dict(info, guided_attention=guided))
 
     def checkpoint(step: int) -> str:
         if not writer:
@@ -430,6 +463,9 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
                 batch = pad_batch(batch, t_in, t_out, hp_full)
             else:
                 batch = _load_examples(entries, data_dir, hp_full, n_symbols)
+            if guided is not None:
+                batch = add_guided_attention_weights(batch, int(hp_full["outputs_per_step"]), guided["weight"],
+                                                     guided["sigma"])
             t1 = time.perf_counter()
             lr = learning_rate(step, hp_full)
             if world > 1:

@@ -62,11 +62,12 @@ def make_corpus(directory: str, texts: list[str]) -> float:
     os.makedirs(directory, exist_ok=True)
     seconds = 0.0
     for i, t in enumerate(texts):
-        wav = os.path.join(directory, f"{i:04d}.wav")
-        if not os.path.exists(wav):
+        wav, txt = (os.path.join(directory, f"{i:04d}{ext}") for ext in (".wav", ".txt"))
+        said = open(txt).read() if os.path.exists(txt) else None
+        if not os.path.exists(wav) or said != t + "\n":  # a wav of another run's sentence is spoken again
             subprocess.run(["flite", "-voice", "slt", "-t", t, "-o", wav], check=True)
-        with open(os.path.join(directory, f"{i:04d}.txt"), "w") as f:
-            f.write(t + "\n")
+            with open(txt, "w") as f:
+                f.write(t + "\n")
         seconds += soundfile.info(wav).duration
     return seconds
 
@@ -149,6 +150,7 @@ def main(argv=None) -> int:
                    help="train with the guided-attention loss of this weight (not in the original recipe; off by "
                         "default, reported in the summary)")
     p.add_argument("--out", default="train-demo")
+    p.add_argument("--resume", action="store_true", help="continue OUT's run (default: train it again from scratch)")
     args = p.parse_args(argv)
     if shutil.which("flite") is None:
         raise SystemExit("make train-demo needs Debian's flite (apt-get install flite)")
@@ -160,11 +162,18 @@ def main(argv=None) -> int:
     seconds = make_corpus(corpus, train_texts)
     print(f"corpus: {len(train_texts)} flite sentences, {seconds / 60:.1f} min of audio "
           f"({time.perf_counter() - t_all:.0f} s)", flush=True)
+    fingerprint = os.path.join(data, "corpus.json")
+    if os.path.exists(data) and (not os.path.exists(fingerprint) or json.load(open(fingerprint)) != train_texts):
+        shutil.rmtree(data)  # preprocessed from another corpus
+    if os.path.exists(run) and not args.resume:
+        shutil.rmtree(run)  # a demo trains from scratch
     if not os.path.exists(os.path.join(data, "train.txt")):
         t = time.perf_counter()
         if cli(["preprocess", corpus, data, "--hparams", "rtvc", "--quiet"]):
             return 1
         print(f"preprocess: {time.perf_counter() - t:.0f} s", flush=True)
+        with open(fingerprint, "w") as f:
+            json.dump(train_texts, f)
     embeds = sorted(glob.glob(os.path.join(data, "embeds", "*.npy")))
     embedding = np.mean([np.load(e) for e in embeds[:20]], 0)
     embedding = (embedding / np.linalg.norm(embedding)).astype(np.float32)

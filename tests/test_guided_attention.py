@@ -56,7 +56,7 @@ def _case():
     a = rng.random((3, 7, 4)).astype(np.float32)
     a_padded = a.copy()
     a_padded[w == 0] = 1e6  # padding (and the exact diagonal, weight 0) must not count
-    valid = sum(int(n) * -(-int(f) // 3) for n, f in zip(il, tl))
+    valid = sum(-(-int(f) // 3) for f in tl)  # decoder steps
     expected = float((a.astype(np.float64) * w).sum() / valid)
     return a_padded, w, il, tl, expected
 
@@ -64,14 +64,14 @@ def _case():
 def test_torch_and_keras_terms_equal_the_numpy_sum():
     tf_layers = pytest.importorskip("tf_layers")
     a, w, il, tl, expected = _case()
-    t = guided_attention_loss(torch.tensor(a), torch.tensor(w), torch.tensor(il), torch.tensor(tl), 3)
-    k = tf_layers.guided_attention_loss(a, w, il, tl, 3)
+    t = guided_attention_loss(torch.tensor(a), torch.tensor(w), torch.tensor(tl), 3)
+    k = tf_layers.guided_attention_loss(a, w, tl, 3)
     assert abs(float(t) - expected) <= 1e-6 * expected
     assert abs(float(k) - expected) <= 1e-6 * expected
     with pytest.raises(ValueError, match=r"guided_attention_loss: argument `weights` must have the alignments' shape"):
-        guided_attention_loss(torch.tensor(a), torch.tensor(w[:, :5]), torch.tensor(il), torch.tensor(tl), 3)
+        guided_attention_loss(torch.tensor(a), torch.tensor(w[:, :5]), torch.tensor(tl), 3)
     with pytest.raises(ValueError, match=r"guided_attention_loss: argument `weights` must have the alignments' shape"):
-        tf_layers.guided_attention_loss(a, w[:, :5], il, tl, 3)
+        tf_layers.guided_attention_loss(a, w[:, :5], tl, 3)
 
 
 def _batch(corpus):

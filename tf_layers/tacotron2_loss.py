@@ -117,18 +117,17 @@ def tacotron2_loss(model, outputs, mel_targets, stop_token_targets, targets_leng
 
 
 
-def guided_attention_loss(alignments, weights, input_lengths, targets_lengths, outputs_per_step: int, *,
+def guided_attention_loss(alignments, weights, targets_lengths, outputs_per_step: int, *,
                           reduction: str = DEFAULT_LOSS_REDUCTION):
     """The optional guided-attention term (not in the original recipe; see
     :mod:`speechblocks.training.guided_attention`): ``sum(alignments * weights)`` over the valid cells divided by
-    their number ``sum_b N_b * ceil(frames_b / r)`` (under a strategy of several replicas, this replica's share
+    the number of valid decoder steps ``sum_b ceil(frames_b / r)`` (under a strategy of several replicas, this replica's share
     of the global batch's term with ``reduction="global"``).
 
     Args:
         alignments: ``(batch, T_in, steps)``, the model's ``alignments`` output.
         weights: ``(batch, T_in, steps)``, :func:`~speechblocks.training.guided_attention_weights` (0 in the
             padding).
-        input_lengths: ``(batch,)`` integer symbol lengths.
         targets_lengths: ``(batch,)`` integer frame lengths.
         outputs_per_step (int): frames per decoder step (``r``).
         reduction: ``"global"`` (default) or ``"per_replica"``.
@@ -148,7 +147,7 @@ def guided_attention_loss(alignments, weights, input_lengths, targets_lengths, o
                          f"steps) = {tuple(alignments.shape)}; got {tuple(weights.shape)}.")
     r = int(outputs_per_step)
     steps = (tf.cast(targets_lengths, tf.int64) + (r - 1)) // r
-    count = tf.cast(tf.reduce_sum(tf.cast(input_lengths, tf.int64) * steps), alignments.dtype)
+    count = tf.cast(tf.reduce_sum(steps), alignments.dtype)
     return distributed_mean(tf.reduce_sum(alignments * weights), count, reduction)
 
 

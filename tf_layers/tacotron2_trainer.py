@@ -167,8 +167,8 @@ class Tacotron2Trainer:
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"],
                                     b["targets_lengths"], b.get("linear_targets"))
             if GUIDED_KEY in b:  # the optional guided-attention term (its weight is in the batch's weights)
-                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["input_lengths"],
-                                               b["targets_lengths"], self.hparams.outputs_per_step)
+                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["targets_lengths"],
+                                               self.hparams.outputs_per_step)
                 losses = dict(losses, guided_attention_loss=guided, loss=losses["loss"] + guided)
         grads = tape.gradient(losses["loss"], self._variables)
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for v, g in zip(self._variables, grads)]

@@ -167,18 +167,17 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
             "regularization_loss": regularization, "loss": loss}
 
 
-def guided_attention_loss(alignments: Tensor, weights: Tensor, input_lengths: Tensor, targets_lengths: Tensor,
-                          outputs_per_step: int, *, reduction: str = DEFAULT_LOSS_REDUCTION) -> Tensor:
+def guided_attention_loss(alignments: Tensor, weights: Tensor, targets_lengths: Tensor, outputs_per_step: int, *,
+                          reduction: str = DEFAULT_LOSS_REDUCTION) -> Tensor:
     """The optional guided-attention term (not in the original recipe; see
     :mod:`speechblocks.training.guided_attention`): ``sum(alignments * weights)`` over the valid cells divided by
-    their number ``sum_b N_b * ceil(frames_b / r)`` (of the global batch under ``reduction="global"`` on one rank
-    of several).
+    the number of valid decoder steps ``sum_b ceil(frames_b / r)`` (of the global batch under
+    ``reduction="global"`` on one rank of several).
 
     Args:
         alignments: ``(batch, T_in, steps)``, the model's ``alignments`` output.
         weights: ``(batch, T_in, steps)``, :func:`~speechblocks.training.guided_attention_weights` (0 in the
             padding).
-        input_lengths: ``(batch,)`` integer symbol lengths.
         targets_lengths: ``(batch,)`` integer frame lengths.
         outputs_per_step (int): frames per decoder step (``r``).
         reduction: ``"global"`` (default) or ``"per_replica"``.
@@ -195,6 +194,6 @@ def guided_attention_loss(alignments: Tensor, weights: Tensor, input_lengths: Te
                          f"steps) = {list(alignments.shape)}; got {list(weights.shape)}.")
     dtype = torch.float64 if alignments.dtype == torch.float64 else torch.float32
     steps = torch.div(targets_lengths.long() + (outputs_per_step - 1), outputs_per_step, rounding_mode="floor")
-    count = (input_lengths.long() * steps).sum().to(dtype)
+    count = steps.sum().to(dtype)
     total = (alignments.to(dtype) * weights.to(dtype)).sum()
     return _ratios([total], [count], reduction)[0]

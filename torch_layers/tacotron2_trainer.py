@@ -294,8 +294,8 @@ class Tacotron2Trainer:
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                     b.get("linear_targets"))
             if GUIDED_KEY in b:  # the optional guided-attention term (its weight is in the batch's weights)
-                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["input_lengths"],
-                                               b["targets_lengths"], self.hparams.outputs_per_step)
+                guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["targets_lengths"],
+                                               self.hparams.outputs_per_step)
                 losses = dict(losses, guided_attention_loss=guided, loss=losses["loss"] + guided)
             if self.ddp is None:
                 grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)

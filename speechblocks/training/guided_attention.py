@@ -4,13 +4,16 @@ optional loss term that pulls the attention towards the diagonal while a model l
 Not part of the original Tacotron-2 recipe: ``speechblocks train`` adds it only with ``--guided-attention WEIGHT``
 (off by default). The term of one batch is
 
-    ``weight * sum_{b, n < N_b, t < S_b} A[b, n, t] * W[b, n, t] / sum_b N_b * S_b``,
+    ``weight * sum_{b, n < N_b, t < S_b} A[b, n, t] * W[b, n, t] / sum_b S_b``,
     ``W[b, n, t] = 1 - exp(-(n / N_b - t / S_b) ** 2 / (2 * sigma ** 2))``,
 
 with ``A`` the model's alignments ``(batch, T_in, steps)``, ``N_b`` the input length and
-``S_b = ceil(targets_lengths_b / outputs_per_step)`` the decoder steps of example ``b`` (the masked mean over the
-valid cells, as ESPnet's ``GuidedAttentionLoss``). This module builds ``W`` (numpy, zero outside the valid cells);
-the trainers of both frameworks add the term to the loss as ``guided_attention_loss``.
+``S_b = ceil(targets_lengths_b / outputs_per_step)`` the decoder steps of example ``b``: the mean over the valid
+decoder steps of the penalty the step's attention distribution expects, in ``[0, 1)`` whatever the lengths (about
+0.5 for a uniform attention, 0 on the diagonal). (ESPnet's ``GuidedAttentionLoss`` divides by the number of valid
+cells ``sum_b N_b * S_b`` instead, a term ``N`` times smaller, too weak next to the MSE of RTVC's [-4, 4] mels.)
+This module builds ``W`` (numpy, zero outside the valid cells); the trainers of both frameworks add the term to the
+loss as ``guided_attention_loss``.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ outside the timed steps.
 Sizes:
 
 * ``demo``: ``make train-demo``'s model (``bench/train_demo.py``'s ``SMALL`` over the RTVC preset: encoder 128,
-  decoder 1 x 256 ... r = 3) at its batch of 16;
+  decoder 2 x 192 ... r = 5) at its batch of 16;
 * ``rtvc``: the RTVC preset as the originals trained it (decoder 2 x 1024, postnet 512, r = 2) at a batch of 4.
 
 The utterances have the train-demo corpus's lengths (flite sentences of 4-12 words at 16 kHz: 150-300 mel frames,

@@ -31,7 +31,8 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
    saves its outputs, plus the shape of the timed synthesis' ``mel_outputs``, to ``check`` (``.npz``);
 3. warms the timed calls up and prints ``ready`` (and a JSON of notes: ``train_note`` when the documented
    training path fails and a workaround is timed; ``profile``: the ops of largest self time in a
-   ``PROFILE_STEPS``-step synthesis, from ``torch.profiler`` or the TF1 session's step stats); then each stdin line ``synth N`` / ``short N`` (the same
+   ``PROFILE_STEPS``-step synthesis, from ``torch.profiler``, TensorFlow's profiler trace (Keras) or the TF1
+   session's step stats); then each stdin line ``synth N`` / ``short N`` (the same
    synthesis with ``max_iters=1``: encoder, one step, postnet) / ``train N`` runs that call N times and prints
    the seconds.
 """
@@ -140,7 +141,46 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     runs = {"synth": lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=steps),
             "short": lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=1),
             "train": train}
-    return runs, {"synth": 2, "short": 2, "train": 1 if info else 0}, info
+    model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS)
+    info["profile"] = _top_ops(_keras_op_times(
+        lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS)), PROFILE_STEPS)
+    return runs, {"synth": 2, "short": 2, "train": 1 if "train_note" in info else 0}, info
+
+
+def _keras_op_times(run) -> dict:
+    """Milliseconds of kernel time by op type over one call of ``run``, from TensorFlow's profiler trace (the
+    executor's op events on its compute threads: the XPlane events named ``node:OpType``)."""
+    import glob
+    import shutil
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    logdir = tempfile.mkdtemp(prefix="keras-profile-")
+    try:
+        tf.profiler.experimental.start(logdir)
+        try:
+            run()
+        finally:
+            tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    ops: dict = {}
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                meta = plane.event_metadata[event.metadata_id]
+                if meta.display_name and ":" in meta.name:
+                    ops[meta.display_name] = ops.get(meta.display_name, 0.0) + event.duration_ps / 1e9
+    return ops
 
 
 # -- torch ------------------------------------------------------------------------------------------------------------

@@ -186,12 +186,10 @@ def main():
     print(f"floor {floor * 1e3:.2f} ms/step; " + "; ".join(
         f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms/step = {per_step[k] / floor:.1f}x floor" for k in SIDES)
         + f" (per step = (T({steps} steps) - T(1 step)) / {steps - 1})", flush=True)
-    for side in ("torch", "legacy"):
+    for side in ("keras", "torch", "legacy"):
         rows = info[side].get("profile") or []
         print(f"profile {LABEL[side]} ({PROFILE_STEPS}-step synthesis, self time per decoder step): " + "; ".join(
             f"{name} {ms:.3f} ms ({share:.0%})" for name, ms, share in rows), flush=True)
-    print("profile Keras: not itemised (its synthesis is one tf.function over the TF1 graph's kernels; see the TF1 "
-          "rows)", flush=True)
     for side in ("keras", "torch"):
         ratio = synth[side] / synth["legacy"]
         print(f"target {LABEL[side]} synthesis <= {SYNTH_TARGET}x TF1 graph: {ratio:.2f}x -> "

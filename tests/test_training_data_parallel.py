@@ -2,7 +2,8 @@
 mirrored`` over 2 logical CPU devices) train as 1 process on the same global batch.
 
 On a tiny corpus written in the test (8 training utterances, global batch 4, 2 steps, dropout 0.5 and zoneout 0.1
-on: each step's keep-masks are drawn for the global batch from the step's seed and each rank runs its rows):
+on: each step's keep-masks are drawn for the global batch from the step's seed and each rank runs its rows; the
+optional guided-attention term on, weight 0.5):
 
 * **torch**: ``torchrun --nproc-per-node 2 -m speechblocks.cli train ... --framework torch`` (gloo on CPU) for 2
   steps against ``train()`` of 2 steps in this process: the per-step loss and gradient norm (before clipping) that
@@ -44,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-5
 DEADLINE = 300  # seconds for one launch (2 processes importing torch on a loaded 2-core machine take 20-40 s)
 SETS = dict(tacotron_batch_size=4, tacotron_initial_learning_rate=1e-4)
+GUIDED = 0.5  # the optional guided-attention term on (normalised over the global batch like the masked terms)
 
 
 # -- the event records, decoded by hand (TFRecord framing, Event / Summary.Value protobuf fields) -------------------
@@ -139,13 +141,15 @@ def test_torchrun_two_processes_train_as_one(data, tmp_path):
     norms = []
     try:
         one = train(Tacotron2Trainer, TrainOptions(data, str(tmp_path / "one"), "rtvc", dict(TINY, **SETS), steps=2,
-                                                   progress=False), on_step=lambda s, r: norms.append(r.grad_norm))
+                                                   progress=False, guided_attention=GUIDED),
+                    on_step=lambda s, r: norms.append(r.grad_norm))
     finally:
         torch.set_num_threads(threads)
     run = str(tmp_path / "ddp")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
             "--master-port", str(_free_port()), "-m", "speechblocks.cli", "train", data, run,
-            "--framework", "torch", "--hparams", "rtvc", "--steps", "2", "--quiet"] + set_args(**SETS)
+            "--framework", "torch", "--hparams", "rtvc", "--steps", "2", "--quiet",
+            "--guided-attention", str(GUIDED)] + set_args(**SETS)
     proc = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=DEADLINE)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines() == [f"{run}: step 2, checkpoint {run}/checkpoints/tacotron2-00000002.pt"]
@@ -196,7 +200,8 @@ def _keras_worker(data: str, out: str) -> None:
     for name, backend in (("one", Tacotron2Trainer), ("mirrored", mirrored)):
         norms: list = []
         result = train(backend, TrainOptions(data, os.path.join(out, name), "rtvc", dict(TINY, **SETS), steps=2,
-                                             progress=False), on_step=lambda s, r, n=norms: n.append(r.grad_norm))
+                                             progress=False, guided_attention=GUIDED),
+                       on_step=lambda s, r, n=norms: n.append(r.grad_norm))
         results[name] = ([x["loss"] for x in result.losses], norms,
                          _final(os.path.join(out, name),
                                 lambda p: {k: np.asarray(v) for k, v in

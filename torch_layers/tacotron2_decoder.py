@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._decoder_containers import AttentionMemory, DecoderConfig, DecoderState, DecoderWeights
-from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack
+from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack, pack_hint
 from ._validation import check_float_tensor, check_positive_int, hparam
 from .decoder_rnn import DecoderRNN, lstm_stack_step
 from .frame_projection import FrameProjection
@@ -45,7 +45,8 @@ __all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder
            "DecoderWeights", "DecoderConfig", "DecoderState", "AttentionMemory", "flatten_noise_masks",
            "NOISE_MASK_KEYS"]
 
-#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module (see Tacotron2Decoder._inference_packs)
+#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module: ``(weights' key, {hint: packed})``
+#: (see Tacotron2Decoder._inference_packs)
 _PACKED_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: the keys of ``noise_masks`` (the injected dropout / zoneout keep-masks of a Tacotron-2 model)
@@ -529,7 +530,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):  # packed per call: no cache here
                 packed: list[Tensor] = []
                 for x in w.lstm_weights:
-                    packed.append(pack(x))
+                    packed.append(pack(x, batch))
                 w = with_packed(w, packed)
             frames, stop, alignments, finished, _ = decoder_loop(
                 n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, None,
@@ -620,7 +621,8 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                       ) -> tuple[DecoderWeights, Optional[list[Tensor]], Optional[StepInputs]]:
         """The weights an eager call's loop runs with, and the weight-gradient taps when it trains.
 
-        Without gradient (inference, GTA): the LSTM weights packed for oneDNN, cached until a weight changes.
+        Without gradient (inference, GTA): the LSTM weights packed for oneDNN for ``batch`` rows (one layout for
+        one row, one for more: :func:`~torch_layers._packed_linear.pack_hint`), cached until a weight changes.
         Teacher-forced with gradient: the LSTM weights detached in the loop, their gradients from one product over
         all steps (:class:`~torch_layers._packed_linear.WeightGradTap`), the steps' products packed when possible
         (packed again at every call: the weights change between training steps).
@@ -630,7 +632,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         recording = torch.is_grad_enabled() and any(x.requires_grad for x in lstm_weights + lstm_biases)
         packable = all(can_pack(x) for x in lstm_weights)
         if not recording:
-            return w._replace(lstm_packed=self._inference_packs() if packable else None), None, None
+            return w._replace(lstm_packed=self._inference_packs(batch) if packable else None), None, None
         if not teacher_forced:
             return w, None, None
         holder = StepInputs(len(lstm_weights))
@@ -639,18 +641,22 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         detached = [x.detach() for x in lstm_weights]
         w = w._replace(lstm_weights=detached, lstm_biases=[x.detach() for x in lstm_biases])
         if packable:
-            w = w._replace(lstm_packed=[pack(x) for x in detached], lstm_packed_t=[pack(x.t()) for x in detached])
+            w = w._replace(lstm_packed=[pack(x, batch) for x in detached],
+                           lstm_packed_t=[pack(x.t(), batch) for x in detached])
         return w, taps, holder
 
     @torch.jit.unused
-    def _inference_packs(self) -> list[Tensor]:
+    def _inference_packs(self, batch: int) -> list[Tensor]:
         weights = [cell.weight for cell in self.decoder_lstm.cells]
         key = tuple((x.data_ptr(), x._version) for x in weights)
         cached = _PACKED_CACHE.get(self)
         if cached is None or cached[0] != key:
-            cached = (key, [pack(x) for x in weights])
+            cached = (key, {})
             _PACKED_CACHE[self] = cached
-        return cached[1]
+        hint = pack_hint(batch)
+        if hint not in cached[1]:
+            cached[1][hint] = [pack(x, hint) for x in weights]
+        return cached[1][hint]
 
     def extra_repr(self) -> str:
         return (f"memory_size={self.memory_size}, num_mels={self.num_mels}, outputs_per_step={self.outputs_per_step}, "

@@ -118,7 +118,9 @@ def loop_options(progress: Optional[Callable[[int, float], object]] = None, stop
             with the steps done and the step's largest stop probability (over the batch and the ``r`` frames).
             The loop then runs as Python (:func:`_decoder_loop_impl`, the same ops as :func:`decoder_loop`).
         stop_each: stop once every batch entry's own stop rule has fired at some step, instead of the original
-            rule (every entry at the same step); the frames each entry keeps up to its own stop are the same.
+            rule (every entry at the same step); the frames each entry keeps up to its own stop are the same. An
+            entry leaves the loop at its stop (:func:`_decoder_loop_impl`): its outputs after it are zeros, and
+            ``progress`` reports the largest probability over the entries still running.
     """
     old = getattr(_LOOP_OPTIONS, "value", None)
     _LOOP_OPTIONS.value = (progress, bool(stop_each))
@@ -186,6 +188,37 @@ def with_packed(w: DecoderWeights, packed: Optional[list[Tensor]], packed_t: Opt
                           w.location_weight, w.v_a, w.projection_weight, w.projection_bias, packed, packed_t)
 
 
+def select_rows(state: DecoderState, memory: AttentionMemory, rows: Tensor) -> tuple[DecoderState, AttentionMemory]:
+    """The batch rows ``rows`` (indices) of a :class:`DecoderState` and its :class:`AttentionMemory`, every field."""
+    cells: list[Tensor] = []
+    hiddens: list[Tensor] = []
+    for k in range(len(state.cells)):
+        cells.append(state.cells[k].index_select(0, rows))
+        hiddens.append(state.hiddens[k].index_select(0, rows))
+    score_bias = memory.score_bias
+    if score_bias is not None:
+        score_bias = score_bias.index_select(0, rows)
+    return (DecoderState(state.context.index_select(0, rows), state.attention_state.index_select(0, rows), cells,
+                         hiddens),
+            AttentionMemory(memory.values.index_select(0, rows), memory.keys.index_select(0, rows), score_bias))
+
+
+def _full_batch(steps: list[Tensor], starts: list[int], rows: list[Tensor], batch: int, dim: int) -> Tensor:
+    """Per-step outputs ``(running rows, ...)`` stacked along ``dim`` into the whole batch: the steps before
+    ``starts[0]`` ran every row, those from ``starts[k]`` the rows ``rows[k]`` (indices into the batch); the rows
+    that had left are zeros."""
+    parts = [torch.stack(steps[:starts[0]], dim)]
+    for k in range(len(starts)):
+        end = len(steps)
+        if k + 1 < len(starts):
+            end = starts[k + 1]
+        part = torch.stack(steps[starts[k]:end], dim)
+        shape = list(part.shape)
+        shape[0] = batch
+        parts.append(part.new_zeros(shape).index_copy_(0, rows[k], part))
+    return torch.cat(parts, dim)
+
+
 def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[Tensor], go_frame: Tensor,
                        memory: AttentionMemory, w: DecoderWeights, cfg: DecoderConfig,
                        prenet_keep: Optional[list[Tensor]], keep_c: Optional[Tensor], keep_h: Optional[Tensor],
@@ -208,7 +241,10 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
         stop_logits: return stop logits (training) instead of probabilities.
         stop_at_any: the free-running stop rule.
         stop_each: free running: stop once every entry's own rule has fired at some step (default: the original
-            rule, every entry at the same step).
+            rule, every entry at the same step). An entry leaves the loop at the step its rule fires: the loop
+            goes on with the rows still running (their state, attention memory and injected masks selected, at
+            most once per step at which some entry stops) and writes each step's outputs at their rows; a row's
+            outputs after its stop are zeros.
 
     Returns:
         ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, T_in, steps),
@@ -230,8 +266,12 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     stops_out: list[Tensor] = []
     aligns_out: list[Tensor] = []
     finished = False
-    stopped: Optional[Tensor] = None
-    for t in range(min(n_steps, mask_steps)):
+    batch = go_frame.shape[0]
+    rows: Optional[Tensor] = None  # stop_each: the rows still running (indices into the batch), once some have left
+    seg_starts: list[int] = []  # the steps from which fewer rows ran ...
+    seg_rows: list[Tensor] = []  # ... and those rows
+    n_run = min(n_steps, mask_steps)
+    for t in range(n_run):
         if teacher_prenet is not None:
             x = teacher_prenet[t]
         else:
@@ -268,14 +308,27 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
             frame_in = frames[:, frame_size - num_mels:]
             # TacoTestHelper: a frame is done when round(p) == 1 (tf.round: half to even, 0.5 -> 0) for every
             # batch entry; stop_at_any: any of the r frames done, else all of them
-            if stop_each:  # every entry's own rule has fired at some step
+            if stop_each:  # every entry's own rule has fired at some step; the running rows go on, the others leave
                 fired = torch.round(probs) == 1.0
                 fired = fired.any(1) if stop_at_any else fired.all(1)
-                if stopped is None:
-                    stopped = fired
-                else:
-                    stopped = stopped | fired
-                finished = bool(stopped.all())
+                if bool(fired.any()):
+                    finished = bool(fired.all())
+                    if not finished and t + 1 < n_run:
+                        keep = torch.logical_not(fired).nonzero().squeeze(1)
+                        rows = keep if rows is None else rows.index_select(0, keep)
+                        state, memory = select_rows(state, memory, keep)
+                        frame_in = frame_in.index_select(0, keep)
+                        if prenet_keep is not None:
+                            kept: list[Tensor] = []
+                            for m in prenet_keep:
+                                kept.append(m.index_select(1, keep))
+                            prenet_keep = kept
+                        if keep_c is not None:
+                            keep_c = keep_c.index_select(2, keep)
+                        if keep_h is not None:
+                            keep_h = keep_h.index_select(2, keep)
+                        seg_starts.append(t + 1)
+                        seg_rows.append(rows)
             else:
                 done = (torch.round(probs) == 1.0).all(0)
                 finished = bool(done.any()) if stop_at_any else bool(done.all())
@@ -286,6 +339,10 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     step_inputs: list[Tensor] = []
     for k in range(len(inputs)):
         step_inputs.append(torch.stack(inputs[k], 0))
+    if len(seg_starts) > 0:
+        return (_full_batch(frames_out, seg_starts, seg_rows, batch, 1),
+                _full_batch(stops_out, seg_starts, seg_rows, batch, 1),
+                _full_batch(aligns_out, seg_starts, seg_rows, batch, 2), finished, step_inputs)
     return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished, step_inputs
 
 

@@ -199,3 +199,28 @@ def test_torch_a_row_leaves_the_loop_at_its_stop(case):
         assert bool((out["alignments"][k, :, :s].sum(0) > 0.99).all())
     for key in out:
         assert torch.equal(out[key], reported[key]), key
+
+
+def test_keras_a_row_leaves_the_loop_at_its_stop(case):
+    """The Keras decoder's raw outputs under ``stop_each`` (a static batch: the loop's shape invariants let the rows
+    shrink): each row's frames, stop probabilities and alignments are zeros after its own stop step."""
+    import tensorflow as tf
+
+    from tf_layers import Tacotron2
+
+    path, seqs, _, designs = case
+    steps, _, spk = designs["spread"]
+    model = Tacotron2.from_tf1_checkpoint(path, tacotron_dropout_rate=0.0)
+    memory = tf.concat([tf.pad(model._memory(s[None], np.array([len(s)], np.int32), spk[i:i + 1], False, {}),
+                               [[0, 0], [0, max(LENGTHS) - len(s)], [0, 0]]) for i, s in enumerate(seqs)], 0)
+
+    @tf.function
+    def decode(memory, lengths):
+        with model.decoder._loop_options(stop_each=True):
+            return model.decoder(memory, lengths, max_iters=HORIZON + 5, training=False)
+
+    frames, stop, alignments = (x.numpy() for x in decode(memory, tf.constant(LENGTHS, tf.int32)))
+    assert memory.shape[0] == len(seqs) and stop.shape[1] == max(steps)
+    for k, s in enumerate(steps):
+        assert (stop[k, :s] > 0).all() and not stop[k, s:].any() and not alignments[k, :, s:].any()
+        assert not frames[k, s:].any() and (alignments[k, :, :s].sum(0) > 0.99).all()

@@ -28,11 +28,9 @@ each sentence of one ``synthesize_batch`` of all 16 is compared with that senten
 (``synthesize``, batch 1) on every output (decoder and mel outputs, stop probabilities, alignments), in Keras and in
 torch: max |diff| <= 1e-5 is the equality target (PASS/FAIL, MET/MISSED); Keras against torch is reported.
 
-Note: ``synthesize_batch`` keeps every entry in the decoder loop until the last one has stopped (the finished ones
-run on and are cut afterwards), so at B = 16 it runs as many loop steps as the TF1 graph (the longest sentence's);
-its edge there is the per-step cost and the per-sentence postnet (no padding). The last line per framework
-estimates (not measures) what dropping finished entries from the loop would give: per-step costs at batch 1, 4
-and 16 from the measured times, interpolated in the batch, summed over the steps with the entries still running.
+Note: ``synthesize_batch`` drops each entry from the decoder loop at its own stop, so at B = 16 the loop runs the
+longest sentence's steps with fewer and fewer rows (the sum of the steps over the rows, not 16 times the longest);
+the TF1 graph runs every entry until the whole batch stops (the longest sentence's step).
 
 Targets (issue #23): ``synthesize_batch`` at B = 16 >= 6x the utterances/s of B = 1 one after the other (the faster
 of ``synthesize_batch`` and ``synthesize`` at batch 1) and >= 1.3x the TF1 graph at B = 16.
@@ -50,7 +48,7 @@ import time
 
 import numpy as np
 
-from bench._batch_timing import STOP_GAIN, groups, stop_design
+from bench._batch_timing import STOP_GAIN, stop_design
 from bench._timing import TimingServer
 from bench.bench_tacotron2 import random_weights
 
@@ -102,16 +100,6 @@ def check(info: dict, steps: list[int], checks: dict) -> list[str]:
     if failed:
         raise RuntimeError("; ".join(failed))
     return lines
-
-
-def compaction_estimate(t: dict, steps: list[int]) -> float:
-    """Rough seconds of B=16 if finished entries left the loop: per-step costs at batch 1, 4 and 16 from the
-    measured times (each divided by the loop steps it ran; encoder and postnet included), interpolated linearly in
-    the batch and summed over the steps with the entries still running."""
-    s = np.array(steps)
-    per = {1: t["b1"] / s.sum(), 4: t["b4"] / sum(max(steps[g]) for g in groups(N, 4)), 16: t["b16"] / s.max()}
-    running = [(s >= k).sum() for k in range(1, s.max() + 1)]
-    return float(sum(np.interp(b, list(per), list(per.values())) for b in running))
 
 
 def main(argv=None):
@@ -176,9 +164,6 @@ def main(argv=None):
               f"{vs_b1:.2f}x -> {'MET' if vs_b1 >= 6 else 'MISSED'}", flush=True)
         print(f"target {LABEL[side]} B=16 >= 1.3x TF1 graph B=16: {vs_tf1:.2f}x -> "
               f"{'MET' if vs_tf1 >= 1.3 else 'MISSED'}", flush=True)
-        est = compaction_estimate({n: t[(side, n)] for n in ("b1", "b4", "b16")}, steps)
-        print(f"estimate {LABEL[side]} (not measured): were finished entries dropped from the decoder loop, B=16 "
-              f"~{est:.2f} s = ~{N / est:.2f} utt/s ({t[(side, 'b16')] / est:.2f}x the measured B=16)", flush=True)
 
 
 if __name__ == "__main__":

@@ -336,7 +336,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         step at which its stop probability rounds to 1 (``stop_at_any``: at any of the ``r`` frames, else at all of
         them), that step's frames included -- where it would stop alone. (The original's rule for a batch, which
         :meth:`synthesize` keeps, stops only at a step at which every entry's rule fires together, so it may run
-        much longer; the kept frames would be the same.) Rows never interact in the decoder: the attention masks
+        much longer; the kept frames would be the same.) A sentence leaves the loop at its stop: the steps after it
+        run the sentences still going only (their decoder state and attention memory gathered at the steps at which
+        some sentence stops). Rows never interact in the decoder: the attention masks
         the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
         and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
         sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
@@ -348,8 +350,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                 for every sentence; exactly when the model has a speaker embedding.
             max_iters: int ``>= 1`` overriding ``hparams.max_iters``: the step cap of the batch.
             progress: optional callable ``progress(step: int, stop_probability: float)`` called after every step of
-                the batched loop with the largest stop probability of the step over the batch and the ``r`` frames
-                (see :meth:`synthesize`).
+                the batched loop with the largest stop probability of the step over the sentences still running and
+                the ``r`` frames (see :meth:`synthesize`).
 
         Returns:
             list (input order) of dicts of numpy arrays, sentence ``i`` with ``T_in_i`` ids cut to its own

@@ -40,6 +40,15 @@ class AttentionMemory(NamedTuple):
     lengths: tf.Tensor | None
 
 
+def _pack_memory(memory: AttentionMemory) -> tuple:
+    """An :class:`AttentionMemory` as a loop variable: ``(values, keys)``, plus ``lengths`` when given."""
+    return tuple(memory[:2]) if memory.lengths is None else tuple(memory)
+
+
+def _unpack_memory(packed: tuple) -> AttentionMemory:
+    return AttentionMemory(packed[0], packed[1], packed[2] if len(packed) > 2 else None)
+
+
 class StepWeights(NamedTuple):
     """The variables of one step in the compute dtype (:meth:`Tacotron2Decoder.step_weights`): the decoder LSTMs'
     :class:`~tf_layers.decoder_rnn.LSTMStackWeights`, the attention's ``weights_in`` dict, the frame and stop
@@ -263,7 +272,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         """While tracing a caller's own ``tf.function``: the free-running loop built meanwhile also calls ``progress``
         (a numpy function ``(step int32, stop float32) -> int32``) after every step, in order, and with ``stop_each``
         stops once every batch entry's own stop rule has fired at some step (instead of the original rule: every
-        entry at the same step). Graphs traced outside (the eager call's cached loop, ``fit``) never see them."""
+        entry at the same step). With ``stop_each`` an entry leaves the loop at its stop (its outputs after it are
+        zeros; ``progress`` reports the largest probability over the entries still running): see
+        :meth:`_free_running`. Graphs traced outside (the eager call's cached loop, ``fit``) never see them."""
         old = self.__dict__.get("_loop_opts")
         object.__setattr__(self, "_loop_opts", {"progress": progress, "stop_each": bool(stop_each)})
         try:
@@ -430,6 +441,11 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         return frames, stop, tf.transpose(aligns.stack(), [1, 2, 0])
 
     def _free_running(self, memory, max_iters, prenet_masks, lstm_masks, w, state0):
+        """The free-running ``tf.while_loop``. With ``stop_each`` (:meth:`_loop_options`) the loop carries the rows
+        still running (``rows``, indices into the batch) with their decoder state, last frame and attention memory:
+        at a step where some rows' own stop rule fires (and not every row's, and not the last step) a ``tf.cond``
+        gathers the others, so the following steps compute those only; each step's outputs are scattered into
+        full-batch rows (zeros for the rows that have left), so the results keep the batch's shape."""
         dtype = memory.values.dtype
         batch = tf.shape(memory.values)[0]
         n_mels = self.num_mels
@@ -442,36 +458,63 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         opts = self.__dict__.get("_loop_opts") or {}
         progress, stop_each = opts.get("progress"), opts.get("stop_each", False)
 
-        def body(t, finished, frame, state, frames_ta, stops_ta, aligns_ta, stopped):
-            out, state = self.step(
-                frame, state, memory, w, prenet_masks=None if prenet_masks is None else [m[:, t] for m in prenet_masks],
-                prenet_seed=None if seed is None else seed + tf.stack([0, t * n_pre + 1]),
-                keep_c=None if lstm_masks is None else lstm_masks[0][t],
-                keep_h=None if lstm_masks is None else lstm_masks[1][t])
-            frames, stop = out.frames, out.stop
-            if stop_each:  # every entry's own rule has fired at some step
-                fired = tf.equal(tf.round(stop), 1.0)  # (batch, r)
+        def body(t, finished, frame, state, frames_ta, stops_ta, aligns_ta, running):
+            step_memory = memory
+            pm = None if prenet_masks is None else [m[:, t] for m in prenet_masks]
+            kc = None if lstm_masks is None else lstm_masks[0][t]
+            kh = None if lstm_masks is None else lstm_masks[1][t]
+            if stop_each:  # the running rows' memory and masks
+                rows, step_memory = running[0], _unpack_memory(running[1])
+                pm = None if pm is None else [tf.gather(m, rows) for m in pm]
+                kc = None if kc is None else tf.gather(kc, rows, axis=1)
+                kh = None if kh is None else tf.gather(kh, rows, axis=1)
+            out, state = self.step(frame, state, step_memory, w, prenet_masks=pm,
+                                   prenet_seed=None if seed is None else seed + tf.stack([0, t * n_pre + 1]),
+                                   keep_c=kc, keep_h=kh)
+            frames, stop, alignments = out.frames, out.stop, out.alignments
+            frame = frames[:, -n_mels:]
+            if stop_each:  # every entry's own rule has fired at some step; the others go on alone
+                fired = tf.equal(tf.round(stop), 1.0)  # (running, r)
                 fired = tf.reduce_any(fired, 1) if self.stop_at_any else tf.reduce_all(fired, 1)
-                stopped = tf.logical_or(stopped, fired)
-                done = tf.reduce_all(stopped)
+                done = tf.reduce_all(fired)
+                leave = tf.logical_and(tf.reduce_any(fired), tf.logical_not(done))
+                leave = tf.logical_and(leave, t + 1 < max_iters)
+                frames, stop, alignments = (tf.scatter_nd(rows[:, None], x, tf.concat([[batch], tf.shape(x)[1:]], 0))
+                                            for x in (frames, stop, alignments))  # full batch, zeros for the others
+                carried = (rows, running[1], frame, state)
+
+                def select(carried=carried, fired=fired):
+                    keep = tf.reshape(tf.where(tf.logical_not(fired)), [-1])
+                    return tf.nest.map_structure(lambda x: tf.gather(x, keep), carried)
+
+                rows, packed, frame, state = tf.cond(leave, select, lambda carried=carried: carried)
+                running = (rows, packed)
             else:
                 done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
                 done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
             finished = tf.logical_or(done, t + 1 >= max_iters)
             t_next = t + 1
             if progress is not None:  # the step's report, before the next step starts
-                token = tf.numpy_function(progress, [t_next, tf.reduce_max(tf.cast(stop, tf.float32))], tf.int32,
+                token = tf.numpy_function(progress, [t_next, tf.reduce_max(tf.cast(out.stop, tf.float32))], tf.int32,
                                           stateful=True, name="progress")
                 with tf.control_dependencies([token]):
                     t_next = tf.identity(t_next)
-            return (t_next, finished, frames[:, -n_mels:], state, frames_ta.write(t, frames), stops_ta.write(t, stop),
-                    aligns_ta.write(t, out.alignments), stopped)
+            return (t_next, finished, frame, state, frames_ta.write(t, frames), stops_ta.write(t, stop),
+                    aligns_ta.write(t, alignments), running)
 
         go = tf.zeros(tf.stack([batch, n_mels]), dtype)
-        stopped0 = tf.zeros(tf.stack([batch]), tf.bool) if stop_each else ()
-        loop = (tf.constant(0), tf.constant(False), go, state0, ta(), ta(), ta(), stopped0)
-        out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop, parallel_iterations=1)
-        frames_ta, stops_ta, aligns_ta = out[-4:-1]
+        running0 = (tf.range(batch), _pack_memory(memory)) if stop_each else ()
+        loop = (tf.constant(0), tf.constant(False), go, state0, ta(), ta(), ta(), running0)
+        invariants = None
+        if stop_each:  # any number of running rows (None: the loop variable's own shape)
+            def rows_any(x):
+                return tf.TensorShape([None]).concatenate(x.shape[1:])
+
+            invariants = (None, None, rows_any(go), tf.nest.map_structure(rows_any, state0), None, None, None,
+                          tf.nest.map_structure(rows_any, running0))
+        out = tf.while_loop(lambda t, finished, *_: tf.logical_not(finished), body, loop, parallel_iterations=1,
+                            shape_invariants=invariants)
+        frames_ta, stops_ta, aligns_ta = out[4:7]
         frames = tf.transpose(frames_ta.stack(), [1, 0, 2])
         stop = tf.transpose(stops_ta.stack(), [1, 0, 2])
         return frames, stop, tf.transpose(aligns_ta.stack(), [1, 2, 0])

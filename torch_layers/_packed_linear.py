@@ -7,6 +7,12 @@ input, and worse for 2-16 rows, while oneDNN's matmul over a weight reordered on
 (``torch.ops.mkldnn._reorder_linear_weight``) reads it near the copy bandwidth at every batch size. Same maths:
 the sums are only associated differently (float rounding, ~1e-7 relative).
 
+The reorder takes a batch-size hint, and oneDNN has two layouts for it: a matrix-vector one for hint 1 and a
+matrix-matrix one for every hint >= 2 (hints 2 .. 64 give bitwise the same products). A product of 2 or more rows
+from the hint-1 layout gives the same numbers as from the other, bitwise, but 1.3-1.8x slower (measured on a
+``(4096, 2048)`` kernel at 2 .. 16 rows, 1 and 2 threads); one row is 1.15-1.4x faster from the hint-1 layout (whose
+sums are associated differently: ~1e-6). :func:`pack` takes the rows the product will see (:func:`pack_hint`).
+
 * :func:`pack` / :func:`packed_linear`: ``x @ W.T + b`` from a packed ``W``.
 * :class:`PackedLinear`: the same with a gradient for ``x`` only (``dx = dy @ W``, itself from a packed ``W.T``).
 * :class:`WeightGradTap`: the weight's gradient for all steps of a recurrent loop at once. A loop that computes
@@ -28,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["can_pack", "pack", "packed_linear", "gate_linear", "PackedLinear", "WeightGradTap", "StepInputs"]
+__all__ = ["can_pack", "pack", "pack_hint", "packed_linear", "gate_linear", "PackedLinear", "WeightGradTap", "StepInputs"]
 
 
 #: whether this torch has oneDNN
@@ -41,9 +47,17 @@ def can_pack(weight: Tensor, onednn: bool = ONEDNN) -> bool:
     return onednn and weight.dtype == torch.float32 and weight.device.type == "cpu"
 
 
-def pack(weight: Tensor) -> Tensor:
-    """``weight`` ``(out, in)`` reordered for :func:`packed_linear` (a new opaque oneDNN tensor, no gradient)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 1)
+def pack_hint(rows: int) -> int:
+    """The batch-size hint :func:`pack` gives oneDNN for products of ``rows`` rows: 1 (the matrix-vector layout) for
+    one row, 16 for more (one matrix-matrix layout serves every batch of 2 or more; a literal: TorchScript takes no
+    global)."""
+    return 1 if rows <= 1 else 16
+
+
+def pack(weight: Tensor, rows: int = 1) -> Tensor:
+    """``weight`` ``(out, in)`` reordered for :func:`packed_linear` of ``rows``-row inputs (:func:`pack_hint`; the
+    result serves any number of rows, the fastest at that kind), a new opaque oneDNN tensor, no gradient."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), pack_hint(rows))
 
 
 def packed_linear(x: Tensor, packed: Tensor, bias: Optional[Tensor]) -> Tensor:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._decoder_containers import AttentionMemory, DecoderConfig, DecoderState, DecoderWeights
-from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack
+from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack, pack_hint
 from ._validation import check_float_tensor, check_positive_int, hparam
 from .decoder_rnn import DecoderRNN, lstm_stack_step
 from .frame_projection import FrameProjection
@@ -45,7 +45,8 @@ __all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder
            "DecoderWeights", "DecoderConfig", "DecoderState", "AttentionMemory", "flatten_noise_masks",
            "NOISE_MASK_KEYS"]
 
-#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module (see Tacotron2Decoder._inference_packs)
+#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module: ``(weights' key, {hint: packed})``
+#: (see Tacotron2Decoder._inference_packs)
 _PACKED_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: the keys of ``noise_masks`` (the injected dropout / zoneout keep-masks of a Tacotron-2 model)
@@ -117,7 +118,9 @@ def loop_options(progress: Optional[Callable[[int, float], object]] = None, stop
             with the steps done and the step's largest stop probability (over the batch and the ``r`` frames).
             The loop then runs as Python (:func:`_decoder_loop_impl`, the same ops as :func:`decoder_loop`).
         stop_each: stop once every batch entry's own stop rule has fired at some step, instead of the original
-            rule (every entry at the same step); the frames each entry keeps up to its own stop are the same.
+            rule (every entry at the same step); the frames each entry keeps up to its own stop are the same. An
+            entry leaves the loop at its stop (:func:`_decoder_loop_impl`): its outputs after it are zeros, and
+            ``progress`` reports the largest probability over the entries still running.
     """
     old = getattr(_LOOP_OPTIONS, "value", None)
     _LOOP_OPTIONS.value = (progress, bool(stop_each))
@@ -185,6 +188,37 @@ def with_packed(w: DecoderWeights, packed: Optional[list[Tensor]], packed_t: Opt
                           w.location_weight, w.v_a, w.projection_weight, w.projection_bias, packed, packed_t)
 
 
+def select_rows(state: DecoderState, memory: AttentionMemory, rows: Tensor) -> tuple[DecoderState, AttentionMemory]:
+    """The batch rows ``rows`` (indices) of a :class:`DecoderState` and its :class:`AttentionMemory`, every field."""
+    cells: list[Tensor] = []
+    hiddens: list[Tensor] = []
+    for k in range(len(state.cells)):
+        cells.append(state.cells[k].index_select(0, rows))
+        hiddens.append(state.hiddens[k].index_select(0, rows))
+    score_bias = memory.score_bias
+    if score_bias is not None:
+        score_bias = score_bias.index_select(0, rows)
+    return (DecoderState(state.context.index_select(0, rows), state.attention_state.index_select(0, rows), cells,
+                         hiddens),
+            AttentionMemory(memory.values.index_select(0, rows), memory.keys.index_select(0, rows), score_bias))
+
+
+def _full_batch(steps: list[Tensor], starts: list[int], rows: list[Tensor], batch: int, dim: int) -> Tensor:
+    """Per-step outputs ``(running rows, ...)`` stacked along ``dim`` into the whole batch: the steps before
+    ``starts[0]`` ran every row, those from ``starts[k]`` the rows ``rows[k]`` (indices into the batch); the rows
+    that had left are zeros."""
+    parts = [torch.stack(steps[:starts[0]], dim)]
+    for k in range(len(starts)):
+        end = len(steps)
+        if k + 1 < len(starts):
+            end = starts[k + 1]
+        part = torch.stack(steps[starts[k]:end], dim)
+        shape = list(part.shape)
+        shape[0] = batch
+        parts.append(part.new_zeros(shape).index_copy_(0, rows[k], part))
+    return torch.cat(parts, dim)
+
+
 def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[Tensor], go_frame: Tensor,
                        memory: AttentionMemory, w: DecoderWeights, cfg: DecoderConfig,
                        prenet_keep: Optional[list[Tensor]], keep_c: Optional[Tensor], keep_h: Optional[Tensor],
@@ -207,7 +241,10 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
         stop_logits: return stop logits (training) instead of probabilities.
         stop_at_any: the free-running stop rule.
         stop_each: free running: stop once every entry's own rule has fired at some step (default: the original
-            rule, every entry at the same step).
+            rule, every entry at the same step). An entry leaves the loop at the step its rule fires: the loop
+            goes on with the rows still running (their state, attention memory and injected masks selected, at
+            most once per step at which some entry stops) and writes each step's outputs at their rows; a row's
+            outputs after its stop are zeros.
 
     Returns:
         ``(frames (batch, steps, r * num_mels), stop (batch, steps, r), alignments (batch, T_in, steps),
@@ -229,8 +266,12 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     stops_out: list[Tensor] = []
     aligns_out: list[Tensor] = []
     finished = False
-    stopped: Optional[Tensor] = None
-    for t in range(min(n_steps, mask_steps)):
+    batch = go_frame.shape[0]
+    rows: Optional[Tensor] = None  # stop_each: the rows still running (indices into the batch), once some have left
+    seg_starts: list[int] = []  # the steps from which fewer rows ran ...
+    seg_rows: list[Tensor] = []  # ... and those rows
+    n_run = min(n_steps, mask_steps)
+    for t in range(n_run):
         if teacher_prenet is not None:
             x = teacher_prenet[t]
         else:
@@ -267,14 +308,27 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
             frame_in = frames[:, frame_size - num_mels:]
             # TacoTestHelper: a frame is done when round(p) == 1 (tf.round: half to even, 0.5 -> 0) for every
             # batch entry; stop_at_any: any of the r frames done, else all of them
-            if stop_each:  # every entry's own rule has fired at some step
+            if stop_each:  # every entry's own rule has fired at some step; the running rows go on, the others leave
                 fired = torch.round(probs) == 1.0
                 fired = fired.any(1) if stop_at_any else fired.all(1)
-                if stopped is None:
-                    stopped = fired
-                else:
-                    stopped = stopped | fired
-                finished = bool(stopped.all())
+                if bool(fired.any()):
+                    finished = bool(fired.all())
+                    if not finished and t + 1 < n_run:
+                        keep = torch.logical_not(fired).nonzero().squeeze(1)
+                        rows = keep if rows is None else rows.index_select(0, keep)
+                        state, memory = select_rows(state, memory, keep)
+                        frame_in = frame_in.index_select(0, keep)
+                        if prenet_keep is not None:
+                            kept: list[Tensor] = []
+                            for m in prenet_keep:
+                                kept.append(m.index_select(1, keep))
+                            prenet_keep = kept
+                        if keep_c is not None:
+                            keep_c = keep_c.index_select(2, keep)
+                        if keep_h is not None:
+                            keep_h = keep_h.index_select(2, keep)
+                        seg_starts.append(t + 1)
+                        seg_rows.append(rows)
             else:
                 done = (torch.round(probs) == 1.0).all(0)
                 finished = bool(done.any()) if stop_at_any else bool(done.all())
@@ -285,6 +339,10 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     step_inputs: list[Tensor] = []
     for k in range(len(inputs)):
         step_inputs.append(torch.stack(inputs[k], 0))
+    if len(seg_starts) > 0:
+        return (_full_batch(frames_out, seg_starts, seg_rows, batch, 1),
+                _full_batch(stops_out, seg_starts, seg_rows, batch, 1),
+                _full_batch(aligns_out, seg_starts, seg_rows, batch, 2), finished, step_inputs)
     return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished, step_inputs
 
 
@@ -529,7 +587,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):  # packed per call: no cache here
                 packed: list[Tensor] = []
                 for x in w.lstm_weights:
-                    packed.append(pack(x))
+                    packed.append(pack(x, batch))
                 w = with_packed(w, packed)
             frames, stop, alignments, finished, _ = decoder_loop(
                 n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, None,
@@ -620,7 +678,8 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                       ) -> tuple[DecoderWeights, Optional[list[Tensor]], Optional[StepInputs]]:
         """The weights an eager call's loop runs with, and the weight-gradient taps when it trains.
 
-        Without gradient (inference, GTA): the LSTM weights packed for oneDNN, cached until a weight changes.
+        Without gradient (inference, GTA): the LSTM weights packed for oneDNN for ``batch`` rows (one layout for
+        one row, one for more: :func:`~torch_layers._packed_linear.pack_hint`), cached until a weight changes.
         Teacher-forced with gradient: the LSTM weights detached in the loop, their gradients from one product over
         all steps (:class:`~torch_layers._packed_linear.WeightGradTap`), the steps' products packed when possible
         (packed again at every call: the weights change between training steps).
@@ -630,7 +689,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         recording = torch.is_grad_enabled() and any(x.requires_grad for x in lstm_weights + lstm_biases)
         packable = all(can_pack(x) for x in lstm_weights)
         if not recording:
-            return w._replace(lstm_packed=self._inference_packs() if packable else None), None, None
+            return w._replace(lstm_packed=self._inference_packs(batch) if packable else None), None, None
         if not teacher_forced:
             return w, None, None
         holder = StepInputs(len(lstm_weights))
@@ -639,18 +698,22 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         detached = [x.detach() for x in lstm_weights]
         w = w._replace(lstm_weights=detached, lstm_biases=[x.detach() for x in lstm_biases])
         if packable:
-            w = w._replace(lstm_packed=[pack(x) for x in detached], lstm_packed_t=[pack(x.t()) for x in detached])
+            w = w._replace(lstm_packed=[pack(x, batch) for x in detached],
+                           lstm_packed_t=[pack(x.t(), batch) for x in detached])
         return w, taps, holder
 
     @torch.jit.unused
-    def _inference_packs(self) -> list[Tensor]:
+    def _inference_packs(self, batch: int) -> list[Tensor]:
         weights = [cell.weight for cell in self.decoder_lstm.cells]
         key = tuple((x.data_ptr(), x._version) for x in weights)
         cached = _PACKED_CACHE.get(self)
         if cached is None or cached[0] != key:
-            cached = (key, [pack(x) for x in weights])
+            cached = (key, {})
             _PACKED_CACHE[self] = cached
-        return cached[1]
+        hint = pack_hint(batch)
+        if hint not in cached[1]:
+            cached[1][hint] = [pack(x, hint) for x in weights]
+        return cached[1][hint]
 
     def extra_repr(self) -> str:
         return (f"memory_size={self.memory_size}, num_mels={self.num_mels}, outputs_per_step={self.outputs_per_step}, "

@@ -124,7 +124,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             self.linear_projection = FrameProjection(2 * hp.cbhg_rnn_units, hp.num_freq,
                                                      tf1_scope="cbhg_linear_specs_projection", **factory)
 
-    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None, speaker_embeddings: Optional[Tensor] = None,
+    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
+                speaker_embeddings: Optional[Tensor] = None,
                 mel_targets: Optional[Tensor] = None, max_iters: Optional[int] = None,
                 noise_masks: Optional[dict[str, list[Tensor]]] = None) -> dict[str, Tensor]:
         """
@@ -213,7 +214,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         e = self.speaker_embedding_size
         if e > 0:
             if speaker_embeddings is None:
-                raise ValueError(block + ": argument `speaker_embeddings` of shape (batch, " + str(e) + ") is required: "
+                raise ValueError(block + ": argument `speaker_embeddings` of shape (batch, " + str(e)
+                                 + ") is required: "
                                  "this model has a speaker embedding (speaker_embedding_size=" + str(e) + ").")
             check_float_tensor(speaker_embeddings, "speaker_embeddings", block, 2, e, "(batch, " + str(e) + ")")
             if speaker_embeddings.shape[0] != batch:
@@ -417,7 +419,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     @torch.jit.unused
     def regularized_parameters(self) -> dict[str, Tensor]:
         """The parameters ``add_loss`` regularises: trainable variables whose full TF1 name
-        (``Tacotron_model/inference/<name>``) contains none of ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
+        (``Tacotron_model/inference/<name>``) contains none of
+        ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
         return {k: v for k, v in self.tf1_trainable_variables().items() if is_regularized(k)}
 
     @classmethod

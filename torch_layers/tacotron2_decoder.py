@@ -526,7 +526,8 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         go_frame = torch.zeros(batch, n_mels, dtype=memory.dtype, device=memory.device)
         if torch.jit.is_scripting():
             w = self.step_weights()
-            if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):  # packed per call: no cache here
+            # packed per call: no cache here
+            if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):
                 packed: list[Tensor] = []
                 for x in w.lstm_weights:
                     packed.append(pack(x))

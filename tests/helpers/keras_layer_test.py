@@ -127,8 +127,8 @@ class _Reloader:
         self.log = open(os.path.join(self.root, "reloader.log"), "w+")  # noqa: SIM115 -- closed in close()
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
         # the child removes ``root`` once its stdin closes: xdist workers may end without running atexit
-        self.proc = subprocess.Popen([sys.executable, self.script, self.root], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, cwd=self.root, env=env)
+        self.proc = subprocess.Popen([sys.executable, self.script, self.root], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.root, env=env)
         self.count = 0
         atexit.register(self.close)
 
@@ -334,7 +334,8 @@ def run_keras_layer_test(
     keras.saving.deserialize_keras_object(ser)
 
     # tf.function with unknown batch and time: one trace for every size
-    specs = input_specs or [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2 else [None] * np.ndim(a),
+    specs = input_specs or [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2
+                                          else [None] * np.ndim(a),
                            tf.as_dtype(np.asarray(a).dtype)) for a in args]
     fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs)
     for b, t in sizes:

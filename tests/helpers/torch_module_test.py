@@ -280,7 +280,8 @@ def run_torch_module_test(
     """
     for name, limit in (("export", export), ("onnx", onnx), ("compile", compile)):
         if limit is not None and not isinstance(limit, Limit):
-            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, StaticTime, Fails, ...); got {limit!r}")
+            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, StaticTime, Fails, ...); got "
+                            f"{limit!r}")
     init_kwargs = dict(init_kwargs or {})
     torch.manual_seed(0)
     m = module_cls(*init_args, **init_kwargs).eval()
@@ -289,7 +290,8 @@ def run_torch_module_test(
         y = m(*args)
     if expected_output_shape is not None:
         shapes = expected_output_shape(*sizes[0])
-        shapes = [shapes] if isinstance(shapes, (tuple, torch.Size)) and all(isinstance(s, int) for s in shapes) else shapes
+        shapes = ([shapes] if isinstance(shapes, (tuple, torch.Size)) and all(isinstance(s, int) for s in shapes)
+                  else shapes)
         for t, s in zip(_flat(y), shapes):
             assert tuple(t.shape) == tuple(s), f"output shape {tuple(t.shape)} != expected {tuple(s)}"
     for t in _flat(y):

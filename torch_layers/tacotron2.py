@@ -15,6 +15,7 @@ from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
+from ._migrated_model import load_migrated_model
 from ._validation import check_float_tensor
 from .cbhg import CBHG
 from .encoder_convolutions import EncoderConvolutions
@@ -486,9 +487,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             ValueError: a file of blocks only (read it with ``torch_layers.load_migrated``), a damaged file, or
                 hparams that contradict the tensors.
         """
-        from .migrated import load_migrated_model
-
-        return load_migrated_model(path, hparams, overrides, map_location, cls,
+        return load_migrated_model(path, hparams, overrides, map_location, cls=cls,
                                    model_kwargs=dict(sync_batch_norm=sync_batch_norm))
 
     @torch.jit.unused

@@ -80,9 +80,9 @@ def stop_design(weights: dict, hp, steps, horizon: int, seed: int = 0) -> tuple[
       last ``speaker_embedding_size`` columns are the speaker embedding times the alignment's sum (1: the memory is
       the encoder outputs with the embedding tiled on, positions past the length masked out). Its kernel is zero
       but for ``+STOP_GAIN`` (50) on the counter's row and ``-STOP_GAIN`` on the context row of the speaker
-      embedding's first dimension (both ``r`` columns), bias 0: ``logit_t = 50·(m_t - s_i)``, ``s_i`` the first dimension of
-      sentence ``i``'s embedding. ``s_i`` is the midpoint of ``m_{steps_i - 1}`` and ``m_{steps_i}``, so the stop
-      probability crosses 0.5 between those steps and stays above (``m`` rises): sentence ``i`` stops at
+      embedding's first dimension (both ``r`` columns), bias 0: ``logit_t = 50·(m_t - s_i)``, ``s_i`` the first
+      dimension of sentence ``i``'s embedding. ``s_i`` is the midpoint of ``m_{steps_i - 1}`` and ``m_{steps_i}``, so
+      the stop probability crosses 0.5 between those steps and stays above (``m`` rises): sentence ``i`` stops at
       ``steps_i`` (``stop_at_any`` or not: the ``r`` frames agree). The other dimensions of the embedding are
       random with unit norm overall, as the RTVC speaker encoder gives.
 
@@ -234,7 +234,8 @@ def _legacy(cfg, seqs, spk, threads, protocol):
         names = {k[len(prefix):] for k in model_vars}
         if names != set(weights):
             raise RuntimeError(f"the TF1 graph's variables differ from the weights: only in the graph "
-                               f"{sorted(names - set(weights))[:5]}, only in the weights {sorted(set(weights) - names)[:5]}")
+                               f"{sorted(names - set(weights))[:5]}, only in the weights "
+                               f"{sorted(set(weights) - names)[:5]}")
         saver = v1.train.Saver(model_vars)
         init = v1.global_variables_initializer()
     config = v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)

@@ -4,7 +4,8 @@
 the same inputs (:func:`bench._legacy_timing.bench_inputs`, as eager tensors: no feed cost), TensorFlow
 set to ``THREADS`` intra-op and inter-op threads, the layer called in inference inside a ``tf.function``
 with a fixed ``input_signature`` (static shapes, like the TF1 graph), called through its concrete function
-(traced once, like the session's prebuilt graph), every output fetched as numpy (like ``session.run``); then the same timing protocol (``ready``, then ``N`` -> seconds for N calls).
+(traced once, like the session's prebuilt graph), every output fetched as numpy (like ``session.run``); then the same
+timing protocol (``ready``, then ``N`` -> seconds for N calls).
 """
 from __future__ import annotations
 

@@ -8,15 +8,16 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
 
 1. builds the model the way a user of that side runs it, with THREADS intra-op and inter-op threads:
 
-   * ``keras``: ``tf_layers.Tacotron2.from_tf1_checkpoint(CKPT)`` (what a user with a TF1 checkpoint calls), free-running synthesis through its documented
-     compiled path ``model.synthesize(ids, lengths, speaker_embeddings, max_iters=...)``; training a second model,
+   * ``keras``: ``tf_layers.Tacotron2.from_tf1_checkpoint(CKPT)`` (what a user with a TF1 checkpoint calls),
+     free-running synthesis through its documented compiled path
+     ``model.synthesize(ids, lengths, speaker_embeddings, max_iters=...)``; training a second model,
      ``compile(Adam(..., epsilon=1e-6, global_clipnorm=1.0))`` + ``train_on_batch`` (the ``tf.function`` train step
      ``fit`` runs). Should that fail with ``AlreadyExistsError`` (TF grappler's AddN -> TemporaryVariable rewrite
      in the decoder loop's gradient, tensorflow#23780/#38906: at RTVC sizes the 2nd step fails), the server notes
      it and times the same call with grappler off around the training step only (``disable_meta_optimizer``);
-   * ``torch``: ``torch_layers.Tacotron2.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()`` (the decoder loop
-     is the module's TorchScript function; no further compilation is documented); training a second model, the
-     ordinary loop step (``zero_grad``, forward in ``train()``, ``tacotron2_loss``, ``backward``,
+   * ``torch``: ``torch_layers.Tacotron2.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()`` (the
+     decoder loop is the module's TorchScript function; no further compilation is documented); training a second model,
+     the ordinary loop step (``zero_grad``, forward in ``train()``, ``tacotron2_loss``, ``backward``,
      ``clip_grad_norm_(1.0)``, ``Adam.step``);
    * ``legacy``: the TF1 graph ``parity_tests.legacy.tf1_tacotron2.tacotron2`` under ``Tacotron_model/inference``
      (inputs held in graph variables: no feed cost; the step cap a ``placeholder_with_default``, fed only for the

@@ -132,7 +132,8 @@ def main(argv=None):
         servers = {}
         try:
             t0 = time.perf_counter()
-            servers["legacy"] = TimingServer("bench._batch_timing", "legacy", base, threads, os.path.join(tmp, "legacy.log"))
+            servers["legacy"] = TimingServer("bench._batch_timing", "legacy", base, threads,
+                                             os.path.join(tmp, "legacy.log"))
             servers["legacy"].expect("saved")  # the checkpoint exists: the other sides may load it
             for side in ("keras", "torch"):
                 servers[side] = TimingServer("bench._batch_timing", side, dict(base, check=checks[side]), threads,

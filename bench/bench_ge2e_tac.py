@@ -145,8 +145,8 @@ def _tac_analysis(m, state, x, vm, t_ours: float, t_loop: float):
     ms = 1e-3  # profiler times are in microseconds
     ref_total = sum(v[1] for key, v in ref.items() if key.startswith("ref: "))
     ref_gemm = sum(ref.get(op, (0, 0))[0] for op in _GEMM_OPS)
-    print(f"  where the time goes (median of 3 interleaved profiled runs, ms): reference {ref_total * ms:.0f} of which GEMMs "
-          f"{ref_gemm * ms:.0f}:")
+    print(f"  where the time goes (median of 3 interleaved profiled runs, ms): reference {ref_total * ms:.0f} of which "
+          f"GEMMs {ref_gemm * ms:.0f}:")
     print("    " + ", ".join(f"{key[5:]} {v[1] * ms:.0f}" for key, v in ref.items() if key.startswith("ref: ")))
     lib_total = sum(v[0] for key, v in lib.items() if key.startswith("aten::"))
     kinds = {name: sum(lib.get(op, (0, 0))[0] for op in ops) for name, ops in _LIB_KINDS.items()}

@@ -3,9 +3,9 @@
 The graph is ``Tacotron2.decoder_step_module()`` compiled with ``torch.compile(backend="inductor", dynamic=True)``
 (the memory length dynamic from the start, so one compilation serves every ``T_in``). Before timing: 20 steps of a
 loop over the compiled step at two input lengths must give the eager step's frames, stop logits and alignments
-(within ``TOL``), the second length with no new compilation (counted by dynamo). Baseline in the same process and run: the eager
-:class:`~torch_layers.tacotron2_decoder.DecoderStep`, under ``torch.inference_mode``. One thread and every core;
-interleaved rounds, medians; the ratio is inductor / eager (below 1: inductor faster). The compilation time (cold
+(within ``TOL``), the second length with no new compilation (counted by dynamo). Baseline in the same process and run:
+the eager :class:`~torch_layers.tacotron2_decoder.DecoderStep`, under ``torch.inference_mode``. One thread and every
+core; interleaved rounds, medians; the ratio is inductor / eager (below 1: inductor faster). The compilation time (cold
 cache: C++ compiled by gcc) is printed too.
 """
 from __future__ import annotations

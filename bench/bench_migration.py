@@ -10,8 +10,8 @@ Method:
 * memory: each command runs under a small Python wrapper that prints
   ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` (peak RSS of its one child). The baseline is the same
   wrapper around a child that only imports what that migration imports (Keras: tensorflow, h5py and
-  the tf_layers blocks; torch: tensorflow, torch and the torch_layers blocks); "migration peak" = migrate's peak RSS minus that baseline, compared with
-  the checkpoint's size on disk (target: < 3x).
+  the tf_layers blocks; torch: tensorflow, torch and the torch_layers blocks); "migration peak" = migrate's peak RSS
+  minus that baseline, compared with the checkpoint's size on disk (target: < 3x).
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ _WRAPPER = ("import resource, subprocess, sys, time\n"
             "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, t)\n")
 
 # what each migration imports, and nothing else: the Keras path never imports torch
-_CLASSES = "('EncoderConvolutions', 'EncoderRNN', 'Prenet', 'DecoderRNN', 'FrameProjection', 'StopProjection', 'Postnet', 'CBHG')"
+_CLASSES = ("('EncoderConvolutions', 'EncoderRNN', 'Prenet', 'DecoderRNN', 'FrameProjection', 'StopProjection', "
+            "'Postnet', 'CBHG')")
 _BASELINE = {
     "keras": f"import tensorflow, h5py, tf_layers, speechblocks.migration; [getattr(tf_layers, n) for n in {_CLASSES}]",
     "torch": (f"import tensorflow, torch, speechblocks.migration, torch_layers, torch_layers.migrated; "
@@ -71,7 +72,8 @@ def main() -> None:
         for to, out in (("keras", "m.weights.h5"), ("torch", "m.pt")):
             rc, base_rss, base_s = _measure([sys.executable, "-c", _BASELINE[to]])
             assert rc == 0, "baseline import failed"
-            print(f"baseline --to {to}: importing what the migration imports: peak RSS {base_rss:.0f} MiB, {base_s:.1f} s")
+            print(f"baseline --to {to}: importing what the migration imports: peak RSS {base_rss:.0f} MiB, "
+                  f"{base_s:.1f} s")
             argv = [sys.executable, "-m", "speechblocks.cli", "migrate", ckpt, "--to", to, os.path.join(d, out)]
             rc, rss, seconds = _measure(argv)
             assert rc == 0, f"migrate --to {to} failed"

@@ -6,9 +6,10 @@ session; the baselines, in the same process and the same run: the model's own en
 the TorchScript LSTM loop) and the eager :class:`~torch_layers.tacotron2_decoder.DecoderStep` (the ops of one step of
 the decoder's TorchScript loop), under ``torch.inference_mode``; for reference the model's scripted loop per step,
 ``(T(STEPS steps) - T(1 step)) / (STEPS - 1)``. Timed with one thread and with every core; both sides get the same
-threads (torch ``set_num_threads``, ONNX Runtime ``intra_op_num_threads``, its threads not spinning between runs); every side is called ``WARMUP`` times first
-(TorchScript's profiling executor re-optimizes during its first calls, seconds each). Before timing, each ONNX graph must give the torch numbers (within ``TOL``).
-Interleaved rounds, medians; ratios are ONNX Runtime / torch (below 1: ONNX Runtime faster).
+threads (torch ``set_num_threads``, ONNX Runtime ``intra_op_num_threads``, its threads not spinning between runs); every
+side is called ``WARMUP`` times first (TorchScript's profiling executor re-optimizes during its first calls, seconds
+each). Before timing, each ONNX graph must give the torch numbers (within ``TOL``). Interleaved rounds, medians; ratios
+are ONNX Runtime / torch (below 1: ONNX Runtime faster).
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Keras vs TF1 under identical conditions: each side runs in its own clean timing subprocess
 (``bench._keras_timing`` / ``bench._legacy_timing`` with ``TF_USE_LEGACY_KERAS=1``; neither imports torch),
-same thread settings and inputs, alternating rounds, medians (see :func:`method_line`). Targets (issue #3): Keras <= 1.0x the
-TF1 graph; torch <= 2x the fused ``nn.LSTM`` of the same size.
+same thread settings and inputs, alternating rounds, medians (see :func:`method_line`). Targets (issue #3): Keras <=
+1.0x the TF1 graph; torch <= 2x the fused ``nn.LSTM`` of the same size.
 """
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def method_line() -> str:
 
 def bench_keras_encoder():
     s = ENCODER
-    for label, lengths in (("mixed lengths", _lengths(s["batch"], s["time"])), ("full lengths", [s["time"]] * s["batch"])):
+    for label, lengths in (("mixed lengths", _lengths(s["batch"], s["time"])),
+                           ("full lengths", [s["time"]] * s["batch"])):
         tk, tl = _interleaved("encoder", {**s, "lengths": lengths}, n=3)
         print(f"encoder B={s['batch']} T={s['time']} {s['input']}->2x{s['size']} inference, {label} "
               f"(mean {np.mean(lengths):.0f}): Keras EncoderRNN (tf.function) {tk * 1e3:.1f} ms, TF1 graph (session) "
@@ -102,8 +103,9 @@ def bench_keras_encoder():
 def bench_keras_decoder_step():
     s = DECODER
     tk, tl = _interleaved("decoder_step", s, n=20)
-    print(f"decoder one step B={s['batch']} {s['input']}->{s['layers']}x{s['size']} inference: Keras DecoderRNN (tf.function) "
-          f"{tk * 1e3:.2f} ms, TF1 graph (session) {tl * 1e3:.2f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)", flush=True)
+    print(f"decoder one step B={s['batch']} {s['input']}->{s['layers']}x{s['size']} inference: Keras DecoderRNN "
+          f"(tf.function) {tk * 1e3:.2f} ms, TF1 graph (session) {tl * 1e3:.2f} ms -> ratio {tk / tl:.2f}x "
+          "(target <= 1.0x)", flush=True)
 
 
 def bench_torch():
@@ -138,7 +140,8 @@ def bench_torch():
                            "lstm": lambda: ref(xs.unsqueeze(0), (h0, c0))}, repeats=REPEATS * 3)
     print(f"decoder one step B={d['batch']} {d['input']}->{d['layers']}x{d['size']} inference: torch DecoderRNN eager "
           f"{t['eager'] * 1e3:.2f} ms ({t['eager'] / t['lstm']:.2f}x), jit.script {t['script'] * 1e3:.2f} ms "
-          f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(num_layers={d['layers']}) {t['lstm'] * 1e3:.2f} ms (target <= 2x)")
+          f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(num_layers={d['layers']}) {t['lstm'] * 1e3:.2f} ms "
+          "(target <= 2x)")
 
 
 def main():

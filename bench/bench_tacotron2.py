@@ -140,8 +140,9 @@ def main():
     step_bytes = decoder_step_bytes(shapes)
     bandwidth = copy_bandwidth()
     floor = step_bytes / bandwidth
-    print(f"floor: decoder weights read per step {step_bytes / 2 ** 20:.1f} MiB; memory bandwidth {bandwidth / 1e9:.1f} "
-          f"GB/s ({COPY_MB} MB numpy copy, read + write bytes, best of 5) -> floor {floor * 1e3:.2f} ms/step", flush=True)
+    print(f"floor: decoder weights read per step {step_bytes / 2 ** 20:.1f} MiB; memory bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s ({COPY_MB} MB numpy copy, read + write bytes, best of 5) -> floor "
+          f"{floor * 1e3:.2f} ms/step", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench_tacotron2_") as tmp:
         weights = os.path.join(tmp, "weights.npz")

@@ -30,9 +30,9 @@ model loaded equal the checkpoint's (``checkpoint->torch``), every output of the
 (``torch finite``) and the same on a second run (``torch rerun``), and the model ``speechblocks migrate --to torch``
 writes reloads to the same outputs (``torch<->migrated .pt``).
 
-Tolerances are the parity suite's (docs/ARCHITECTURE.md, tolerances), as the block and whole-model cases use them: 1e-5 for the blocks
-(relative to ``max(1, max |ref|)`` where the block's case compares relative), 1e-4 for the encoder LSTM, the
-CBHG and the whole model.
+Tolerances are the parity suite's (docs/ARCHITECTURE.md, tolerances), as the block and whole-model cases use them: 1e-5
+for the blocks (relative to ``max(1, max |ref|)`` where the block's case compares relative), 1e-4 for the encoder LSTM,
+the CBHG and the whole model.
 """
 from __future__ import annotations
 
@@ -185,7 +185,8 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
     lens = _lengths(batch, T_IN)
     ids = _ids(g, batch, lens, hp.n_symbols)
     dec = f"{MODEL_SCOPE}/decoder"
-    conv_cfg = dict(kernel_size=hp.enc_conv_kernel_size, channels=hp.enc_conv_channels, num_layers=hp.enc_conv_num_layers,
+    conv_cfg = dict(kernel_size=hp.enc_conv_kernel_size, channels=hp.enc_conv_channels,
+                    num_layers=hp.enc_conv_num_layers,
                     drop_rate=hp.tacotron_dropout_rate, activation="relu", tf1_scope="encoder_convolutions",
                     bn_position=hp.batch_norm_position)
     post_cfg = dict(kernel_size=hp.postnet_kernel_size, channels=hp.postnet_channels, num_layers=hp.postnet_num_layers,
@@ -204,14 +205,15 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
                lambda km, x, _: {"outputs": km.encoder_convolutions(x["inputs"], training=False)},
                lambda tm, x, _: {"outputs": tm.encoder_convolutions(_tt(x["inputs"]))}, relative=True),
         _Probe("EncoderRNN", f"encoder_LSTM 2x{hp.encoder_lstm_units} lengths {lens.tolist()}", "EncoderRNN",
-               dict(size=hp.encoder_lstm_units, zoneout=hp.tacotron_zoneout_rate, tf1_scope="encoder_LSTM"), MODEL_SCOPE,
-               {"inputs": _normal(g, (batch, T_IN, hp.enc_conv_channels)), "input_lengths": lens},
+               dict(size=hp.encoder_lstm_units, zoneout=hp.tacotron_zoneout_rate, tf1_scope="encoder_LSTM"),
+               MODEL_SCOPE, {"inputs": _normal(g, (batch, T_IN, hp.enc_conv_channels)), "input_lengths": lens},
                lambda km, x, _: {"outputs": km.encoder_lstm(x["inputs"], x["input_lengths"], training=False)},
-               lambda tm, x, _: {"outputs": tm.encoder_lstm(_tt(x["inputs"]), _tt(x["input_lengths"].astype(np.int64)))},
+               lambda tm, x, _: {"outputs": tm.encoder_lstm(_tt(x["inputs"]),
+                                                            _tt(x["input_lengths"].astype(np.int64)))},
                tol=LONG_RECURRENCE_TOL),
         _Probe("Prenet", f"decoder_prenet {list(hp.prenet_layers)} {BLOCK_STEPS} frames (TF1's keep-masks injected)",
-               "Prenet", dict(layers_sizes=list(hp.prenet_layers), drop_rate=hp.tacotron_dropout_rate, activation="relu",
-                              tf1_scope="decoder_prenet"), dec,
+               "Prenet", dict(layers_sizes=list(hp.prenet_layers), drop_rate=hp.tacotron_dropout_rate,
+                              activation="relu", tf1_scope="decoder_prenet"), dec,
                {"inputs": _normal(g, (batch, BLOCK_STEPS, m))},
                lambda km, x, masks: {"outputs": km.decoder.prenet(x["inputs"], training=False, dropout_masks=masks)},
                lambda tm, x, masks: {"outputs": tm.decoder.prenet(
@@ -243,7 +245,8 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
                dict(shape=r, tf1_scope="stop_token_projection"), dec, {"inputs": _normal(g, (batch, du + mem))},
                lambda km, x, _: {"outputs": km.decoder.stop_projection(x["inputs"], training=False)},
                lambda tm, x, _: {"outputs": tm.decoder.stop_projection(_tt(x["inputs"]))}, relative=True),
-        _Probe("Postnet", f"postnet_convolutions {hp.postnet_num_layers}x{hp.postnet_channels} k{hp.postnet_kernel_size}",
+        _Probe("Postnet",
+               f"postnet_convolutions {hp.postnet_num_layers}x{hp.postnet_channels} k{hp.postnet_kernel_size}",
                "Postnet", post_cfg, MODEL_SCOPE, {"inputs": _normal(g, (batch, BLOCK_FRAMES, m))},
                lambda km, x, _: {"outputs": km.postnet(x["inputs"], training=False)},
                lambda tm, x, _: {"outputs": tm.postnet(_tt(x["inputs"]))}, relative=True),
@@ -546,8 +549,9 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
 
     Raises:
         LegacyReferenceUnavailable: ``tf_keras`` is not installed and ``skip_legacy`` is False (checked first).
-        ValueError: bad ``steps``/``batch``, ``skip_keras`` without ``skip_legacy``; an unreadable checkpoint, one without ``Tacotron_model/inference/``
-            variables, ``use_ema`` without shadows, or hparams contradicting the shapes.
+        ValueError: bad ``steps``/``batch``, ``skip_keras`` without ``skip_legacy``; an unreadable checkpoint, one
+            without ``Tacotron_model/inference/`` variables, ``use_ema`` without shadows, or hparams contradicting the
+            shapes.
         FileNotFoundError: the checkpoint does not exist.
         parity_tests.reference.LegacyReferenceError: the TF1 reference subprocess failed (its stderr tail).
     """
@@ -615,7 +619,8 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
             for i, p in enumerate(probes):
                 if p.masks:
                     shape = p.inputs["inputs"].shape[:-1]
-                    masks[i] = [_keep(g, shape + (size,), hp.tacotron_dropout_rate) for size in p.config["layers_sizes"]]
+                    masks[i] = [_keep(g, shape + (size,), hp.tacotron_dropout_rate)
+                                for size in p.config["layers_sizes"]]
         for framework, (model, _) in models.items():
             blocks[framework].update(_block_outputs(framework, model, probes, masks, masked=True))
     finally:

@@ -140,7 +140,8 @@ class _LegacyServer:
             self.proc.stdin.flush()
             reply = self._reply(deadline)
             if reply.startswith("LEGACY-ERROR "):
-                raise LegacyReferenceError(f"legacy reference failed:\n{_tail(json.loads(reply[len('LEGACY-ERROR '):]))}")
+                tail = _tail(json.loads(reply[len("LEGACY-ERROR "):]))
+                raise LegacyReferenceError(f"legacy reference failed:\n{tail}")
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:

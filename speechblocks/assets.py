@@ -1,4 +1,5 @@
-"""Fetches the real pretrained GE2E speaker-encoder weights at install time: ``python -m speechblocks.assets ge2e DEST``.
+"""Fetches the real pretrained GE2E speaker-encoder weights at install time:
+``python -m speechblocks.assets ge2e DEST``.
 
 The weights are the ones of resemblyzer's wheel (``resemblyzer/pretrained.pt``: the GE2E network of the Real-Time
 Voice Cloning encoder, the same state-dict keys). ``pip download resemblyzer==0.1.4 --no-deps`` takes only the

@@ -8,8 +8,8 @@ Conventions of every subcommand:
   ``parity --checkpoint --skip-legacy`` ran without TensorFlow: the torch side's own checks passed, but no
   comparison with Keras (or TF1) was made, so parity is not established;
 * errors are one line on stderr (``speechblocks <command>: error: ...``), without a traceback unless ``--debug``;
-* a TF1 checkpoint is validated, then read in numpy, no TensorFlow needed (truncated, corrupted, hostile files: exit 2, one line
-  naming the file and the problem); variables holding NaN/inf are refused (exit 2) unless ``--allow-nonfinite``
+* a TF1 checkpoint is validated, then read in numpy, no TensorFlow needed (truncated, corrupted, hostile files: exit 2,
+  one line naming the file and the problem); variables holding NaN/inf are refused (exit 2) unless ``--allow-nonfinite``
   (``inspect``, ``migrate``: then a warning line); float16/float64 variables are cast to float32 (a warning line);
 * TensorFlow's, absl's and oneDNN's start-up lines are silenced at the file-descriptor level while the frameworks
   load (``--verbose`` lets them through); the command's own progress goes to stderr, its results to stdout.
@@ -590,7 +590,8 @@ def _sub(sub, name: str, help: str, description: str) -> argparse.ArgumentParser
 
 def _hparams_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json",
-                   help=f"{what}: a preset, or a JSON file of original hparam names (sizes must agree with the weights)")
+                   help=f"{what}: a preset, or a JSON file of original hparam names (sizes must agree with "
+                        "the weights)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="override one hparam by its original name, VALUE as JSON (repeatable), "
                         "e.g. --set tacotron_dropout_rate=0 --set stop_at_any=false")
@@ -756,11 +757,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt = _sub(sub, "train", "train Tacotron-2 on a preprocessed folder, as the original train.py",
               "Trains (or resumes, or with --from fine-tunes) a Tacotron-2 on DATA (train.txt + mels/ + embeds/ of "
               "`speechblocks preprocess`) with the original optimizer (Adam, the decayed learning rate, global-norm "
-              "clipping), loss and test split. Every tacotron_checkpoint_interval steps a checkpoint in RUN/checkpoints "
-              "(the model as `speechblocks migrate` writes it + a .state.npz sidecar: optimizer, step, data order); "
-              "every tacotron_eval_interval steps the test loss, plots and a Griffin-Lim wav; scalars in RUN/events "
-              "(TensorBoard). An existing RUN resumes exactly. SIGINT/SIGTERM: the step ends, a checkpoint is "
-              "written, exit 130/143. A NaN loss stops (exit 1) naming the step and the batch's utterances.")
+              "clipping), loss and test split. Every tacotron_checkpoint_interval steps a checkpoint in "
+              "RUN/checkpoints (the model as `speechblocks migrate` writes it + a .state.npz sidecar: optimizer, step, "
+              "data order); every tacotron_eval_interval steps the test loss, plots and a Griffin-Lim wav; scalars in "
+              "RUN/events (TensorBoard). An existing RUN resumes exactly. SIGINT/SIGTERM: the step ends, a checkpoint "
+              "is written, exit 130/143. A NaN loss stops (exit 1) naming the step and the batch's utterances.")
     pt.add_argument("data", metavar="DATA", help="a preprocessed folder holding train.txt")
     pt.add_argument("run", metavar="RUN", help="the run folder (created; an existing run is resumed)")
     pt.add_argument("--from", metavar="TF1_CKPT|MIGRATED", default=None,

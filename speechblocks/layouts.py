@@ -1,9 +1,9 @@
 """Weight layouts: TF1 <-> Keras <-> torch, as numpy functions (imports no framework).
 
-**LSTM.** TF1 ``LSTMCell``/``LSTMBlockCell`` (docs/ARCHITECTURE.md, semantics): one ``kernel`` ``(in + units, 4 * units)`` applied to
-``concat([x, h])``, one ``bias`` ``(4 * units,)``, column blocks in gate order **i, j, f, o** (``j`` is the
-candidate), and a ``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not stored in the
-checkpoint.
+**LSTM.** TF1 ``LSTMCell``/``LSTMBlockCell`` (docs/ARCHITECTURE.md, semantics): one ``kernel``
+``(in + units, 4 * units)`` applied to ``concat([x, h])``, one ``bias`` ``(4 * units,)``, column blocks in gate order
+**i, j, f, o** (``j`` is the candidate), and a ``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not
+stored in the checkpoint.
 
 * Keras ``ZoneoutLSTMCell`` stores the TF1 layout itself; the recurrent blocks cut its kernel into input
   and recurrent rows (:func:`split_tf1_kernel`). Stock ``keras.layers.LSTMCell`` has ``kernel (in, 4u)``,
@@ -129,7 +129,8 @@ def keras_lstm_to_tf1(kernel: np.ndarray, recurrent_kernel: np.ndarray, bias: np
 
 
 def tf1_kernel_to_torch(kernel: np.ndarray) -> np.ndarray:
-    """TF1 kernel ``(in + units, 4 * units)`` [i, j, f, o] -> torch ``weight`` ``(4 * units, in + units)`` [i, f, g, o]."""
+    """TF1 kernel ``(in + units, 4 * units)`` [i, j, f, o] -> torch ``weight`` ``(4 * units, in + units)``
+    [i, f, g, o]."""
     kernel = np.asarray(kernel)
     if kernel.ndim != 2:
         raise ValueError(f"argument `kernel` must have shape (in + units, 4 * units); got {kernel.shape}.")
@@ -137,7 +138,8 @@ def tf1_kernel_to_torch(kernel: np.ndarray) -> np.ndarray:
 
 
 def torch_weight_to_tf1(weight: np.ndarray) -> np.ndarray:
-    """torch ``weight`` ``(4 * units, in + units)`` [i, f, g, o] -> TF1 kernel ``(in + units, 4 * units)`` [i, j, f, o]."""
+    """torch ``weight`` ``(4 * units, in + units)`` [i, f, g, o] -> TF1 kernel ``(in + units, 4 * units)``
+    [i, j, f, o]."""
     weight = np.asarray(weight)
     if weight.ndim != 2:
         raise ValueError(f"argument `weight` must have shape (4 * units, in + units); got {weight.shape}.")
@@ -230,7 +232,8 @@ def keras_gru_to_tf1(kernel: np.ndarray, recurrent_kernel: np.ndarray, bias: np.
     u = recurrent_kernel.shape[0]
     if bias.shape != (3 * u,) or recurrent_kernel.shape != (u, 3 * u) or kernel.shape[1:] != (3 * u,):
         raise ValueError("expected the weights of a keras GRU(reset_after=False): kernel (in, 3u), "
-                         f"recurrent_kernel (u, 3u), bias (3u,); got {kernel.shape}, {recurrent_kernel.shape}, {bias.shape}")
+                         f"recurrent_kernel (u, 3u), bias (3u,); got {kernel.shape}, {recurrent_kernel.shape}, "
+                         f"{bias.shape}")
     full = np.concatenate([kernel, recurrent_kernel], axis=0)  # (in+u, 3u)
     z, r, h = slice(0, u), slice(u, 2 * u), slice(2 * u, 3 * u)
     return {
@@ -264,7 +267,8 @@ def tf1_to_torch_gru(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
 
 
 def torch_gru_to_tf1(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The torch cell's state dict (numpy or tensors) -> TF1 ``GRUCell`` weights (inverse of :func:`tf1_to_torch_gru`)."""
+    """The torch cell's state dict (numpy or tensors) -> TF1 ``GRUCell`` weights (inverse of
+    :func:`tf1_to_torch_gru`)."""
     def arr(k):
         v = state[k]
         return v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)  # a torch tensor, without torch

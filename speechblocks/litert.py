@@ -92,8 +92,8 @@ class LiteRTTacotron2:
         block = "LiteRTTacotron2.synthesize"
         ids = np.asarray(ids)
         if ids.ndim != 2 or ids.shape[1] < 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"{block}: argument `ids` must be integer symbol ids of shape (batch, T_in) with T_in >= 1; "
-                             f"got {ids.dtype} {ids.shape}.")
+            raise ValueError(f"{block}: argument `ids` must be integer symbol ids of shape (batch, T_in) with T_in >= "
+                             f"1; got {ids.dtype} {ids.shape}.")
         if ids.size and (ids.min() < 0 or ids.max() >= m["n_symbols"]):
             raise ValueError(f"{block}: argument `ids` holds ids outside [0, n_symbols={m['n_symbols']}).")
         b, t = ids.shape

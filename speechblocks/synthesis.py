@@ -17,7 +17,8 @@ import numpy as np
 from .atomic_files import write_all
 from .errors import UsageError
 
-__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "make_output_directory", "plot_paths", "require_matplotlib",
+__all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "make_output_directory",
+           "plot_paths", "require_matplotlib",
            "read_speaker_embedding", "source_kind", "load_model", "check_speaker_embedding", "synthesize",
            "write_outputs", "TerminalProgress"]
 

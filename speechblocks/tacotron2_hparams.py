@@ -4,7 +4,8 @@
 ``tacotron2_hparams("rayhane")`` Rayhane-mamah/Tacotron-2's. Listed are the names the model, its loss and its
 training recipe read, the audio front-end's (``speechblocks.audio.audio_hparams`` validates those; the model
 ignores them) and the training schedule's (batching, test split, learning-rate decay, intervals:
-``speechblocks.training`` reads them, the model ignores them); GPU placement and the vocoder are not listed. :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
+``speechblocks.training`` reads them, the model ignores them); GPU placement and the vocoder are not
+listed. :func:`resolve_hparams` turns a preset, a mapping or an hparams object plus overrides into
 a validated :class:`Tacotron2HParams`; a bad value raises ``ValueError`` naming the hparam.
 Pure Python: imports no framework.
 """
@@ -105,7 +106,8 @@ _RAYHANE_TRAINING = dict(
 TACOTRON2_PRESETS: dict[str, dict] = {
     # TF1 Real-Time-Voice-Cloning synthesizer (SV2TTS): r = 2, speaker embedding concatenated to the memory
     "rtvc": dict(_COMMON, outputs_per_step=2, max_iters=2000, predict_linear=False, cross_entropy_pos_weight=20,
-                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256, **_RTVC_AUDIO, **_RTVC_TRAINING),
+                 sample_rate=16000, tacotron_reg_weight=1e-7, speaker_embedding_size=256, **_RTVC_AUDIO,
+                 **_RTVC_TRAINING),
     # Rayhane-mamah/Tacotron-2 (final hparams.py): r = 1, BN after the activation, outputs clipped, post-CBHG
     "rayhane": dict(_COMMON, outputs_per_step=1, max_iters=10000, predict_linear=True, num_freq=1025,
                     cross_entropy_pos_weight=1, sample_rate=22050, tacotron_reg_weight=1e-6,
@@ -372,7 +374,8 @@ def _prenet_layers(hp: dict) -> tuple[int, ...]:
 
 
 def _n_symbols(hparams, given: dict, n_symbols) -> int:
-    """The symbol table's size: ``n_symbols``, else the one a ``Tacotron2HParams`` or a saved config carries, else 66."""
+    """The symbol table's size: ``n_symbols``, else the one a ``Tacotron2HParams`` or a saved config carries,
+    else 66."""
     if n_symbols is None:
         n_symbols = hparams.n_symbols if isinstance(hparams, Tacotron2HParams) else given.get("n_symbols")
     return _int({"n_symbols": 66 if n_symbols is None else n_symbols}, "n_symbols")

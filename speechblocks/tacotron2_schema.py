@@ -1,7 +1,7 @@
 """The whole Tacotron-2's TF1 variables: names and shapes from hparams, and hparams from shapes.
 
-Names are relative to ``Tacotron_model/inference/`` exactly as the TF1 graph creates them (docs/ARCHITECTURE.md, TF1 names).
-:func:`tf1_variable_shapes` lists every variable a model with given hparams holds; :func:`infer_hparams`
+Names are relative to ``Tacotron_model/inference/`` exactly as the TF1 graph creates them (docs/ARCHITECTURE.md, TF1
+names). :func:`tf1_variable_shapes` lists every variable a model with given hparams holds; :func:`infer_hparams`
 reads back what the shapes tell (``Tacotron2.from_tf1_checkpoint``); :func:`check_tf1_shapes` compares the
 two and lists every mismatch. Pure Python: imports no framework.
 """
@@ -15,8 +15,8 @@ from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
 __all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "is_regularized",
            "INFERABLE", "ATTENTION_SCOPE", "MODEL_SCOPE", "REGULARIZATION_EXCLUDED", "conv_bn_shapes", "dense_shapes",
-           "lstm_shapes", "MODEL_BLOCK_ATTRIBUTES", "MODEL_PARTS", "model_block", "parameters_by_part", "matching_preset",
-           "HParamsMismatchError"]
+           "lstm_shapes", "MODEL_BLOCK_ATTRIBUTES", "MODEL_PARTS", "model_block", "parameters_by_part",
+           "matching_preset", "HParamsMismatchError"]
 
 Shape = tuple[int, ...]
 MODEL_SCOPE = "Tacotron_model/inference"
@@ -43,7 +43,8 @@ def is_regularized(tf1_name: str) -> bool:
 
 def conv_bn_shapes(prefix: str, k: int, cin: int, cout: int) -> dict[str, Shape]:
     return {f"{prefix}/conv1d/kernel": (k, cin, cout), f"{prefix}/conv1d/bias": (cout,),
-            **{f"{prefix}/batch_normalization/{n}": (cout,) for n in ("gamma", "beta", "moving_mean", "moving_variance")}}
+            **{f"{prefix}/batch_normalization/{n}": (cout,)
+               for n in ("gamma", "beta", "moving_mean", "moving_variance")}}
 
 
 def dense_shapes(prefix: str, cin: int, cout: int, bias: bool = True) -> dict[str, Shape]:
@@ -62,7 +63,8 @@ def tf1_variable_shapes(hp: Tacotron2HParams) -> dict[str, Shape]:
     out: dict[str, Shape] = {"inputs_embedding": (hp.n_symbols, hp.embedding_dim)}
     ch, cin = hp.enc_conv_channels, hp.embedding_dim
     for i in range(hp.enc_conv_num_layers):
-        out.update(conv_bn_shapes(f"encoder_convolutions/conv_layer_{i + 1}_encoder_convolutions", hp.enc_conv_kernel_size,
+        out.update(conv_bn_shapes(f"encoder_convolutions/conv_layer_{i + 1}_encoder_convolutions",
+                                  hp.enc_conv_kernel_size,
                             cin if i == 0 else ch, ch))
     u = hp.encoder_lstm_units
     for d in ("fw", "bw"):
@@ -86,7 +88,8 @@ def tf1_variable_shapes(hp: Tacotron2HParams) -> dict[str, Shape]:
         out.update(lstm_shapes(f"decoder/decoder_LSTM/multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}",
                          hp.prenet_layers[-1] + mem if k == 0 else du, du))
     r, m = hp.outputs_per_step, hp.num_mels
-    out.update(dense_shapes("decoder/linear_transform_projection/projection_linear_transform_projection", du + mem, m * r))
+    out.update(dense_shapes("decoder/linear_transform_projection/projection_linear_transform_projection", du + mem,
+                            m * r))
     out.update(dense_shapes("decoder/stop_token_projection/projection_stop_token_projection", du + mem, r))
     pch = hp.postnet_channels
     for j, i in enumerate(list(range(1, hp.postnet_num_layers)) + [5]):
@@ -185,7 +188,8 @@ def infer_hparams(shapes: Mapping[str, Shape]) -> dict:
     if stop:
         hp["outputs_per_step"] = stop[1]
     n_post = len({int(m.group(1)) for k in s.shapes
-                  for m in [re.fullmatch(r"postnet_convolutions/conv_layer_(\d+)_postnet_convolutions/conv1d/kernel", k)]
+                  for m in [re.fullmatch(r"postnet_convolutions/conv_layer_(\d+)_postnet_convolutions/conv1d/kernel",
+                                         k)]
                   if m})
     hp["postnet_num_layers"] = n_post
     post = s.get("postnet_convolutions/conv_layer_1_postnet_convolutions/conv1d/kernel", 3)
@@ -215,7 +219,8 @@ def infer_hparams(shapes: Mapping[str, Shape]) -> dict:
         if n == 0:
             s.problems.append(f"no {name} found")
     if s.problems:
-        raise ValueError("cannot infer the Tacotron-2 hparams from the checkpoint's variables: " + "; ".join(s.problems))
+        raise ValueError("cannot infer the Tacotron-2 hparams from the checkpoint's variables: "
+                         + "; ".join(s.problems))
     return hp
 
 

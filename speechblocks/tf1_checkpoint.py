@@ -115,7 +115,8 @@ def read_tf1_weights(path: str, scope: str, use_ema: bool = False, require_ema: 
                 shadows[base[base.rindex(pre) + len(pre):]] = n
         shadows = {k: v for k, v in shadows.items() if k in wanted}
         if require_ema and not shadows:
-            raise ValueError(f"use_ema=True but checkpoint {os.fspath(path)!r} holds no '<variable>/ExponentialMovingAverage' "
-                             f"shadow of the variables under {scope.rstrip('/')!r}.")
+            raise ValueError(f"use_ema=True but checkpoint {os.fspath(path)!r} holds no "
+                             "'<variable>/ExponentialMovingAverage' shadow of the variables under "
+                             f"{scope.rstrip('/')!r}.")
         wanted.update(shadows)
     return reader.read(wanted, allow_nonfinite=allow_nonfinite, float_only=True)

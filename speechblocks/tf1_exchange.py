@@ -23,7 +23,8 @@ class TF1WeightsError(ValueError):
         self.block = block
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{block}: cannot load TF1 weights ({len(self.problems)} problem(s)); nothing was assigned:\n{lines}")
+        super().__init__(f"{block}: cannot load TF1 weights ({len(self.problems)} problem(s)); nothing was "
+                         f"assigned:\n{lines}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,8 @@ def check_tf1_weights(
 
 
 def assign_tf1_weights(block: str, spec: Mapping, weights: Mapping[str, np.ndarray], strict: bool) -> TF1LoadReport:
-    """Checks ``weights`` against ``spec`` (``{name: TF1Variable}`` of either framework) and assigns them, all or nothing.
+    """Checks ``weights`` against ``spec`` (``{name: TF1Variable}`` of either framework) and assigns them, all or
+    nothing.
 
     Args:
         block: the block's description, first word of every message.

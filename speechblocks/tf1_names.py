@@ -54,7 +54,8 @@ def postnet_scope_indices(num_layers: int, last_layer_scope_index: int | None, l
     else:
         bad = isinstance(last, bool) or not isinstance(last, int) or last < 1
     if bad:
-        raise ValueError(f"{label}: `last_layer_scope_index` must be an integer >= 1 or None; got {last_layer_scope_index!r}.")
+        raise ValueError(f"{label}: `last_layer_scope_index` must be an integer >= 1 or None; got "
+                         f"{last_layer_scope_index!r}.")
     last = int(last)
     if last < num_layers:
         if last_layer_scope_index is None:
@@ -97,7 +98,8 @@ def scoped_tf1_variables(blocks: Iterable) -> dict:
 
 def encoder_rnn_tf1_variables(fw_cell, bw_cell) -> dict:
     """``EncoderRNN``: both cells under ``bidirectional_rnn/{fw,bw}/encoder_{fw,bw}_LSTM``."""
-    return nest_tf1_variables((encoder_lstm_scope(d), c._tf1_variables()) for d, c in (("fw", fw_cell), ("bw", bw_cell)))
+    return nest_tf1_variables((encoder_lstm_scope(d), c._tf1_variables())
+                              for d, c in (("fw", fw_cell), ("bw", bw_cell)))
 
 
 def decoder_rnn_tf1_variables(cells: Sequence) -> dict:

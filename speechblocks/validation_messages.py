@@ -38,16 +38,17 @@ def _expected(shape_doc: str) -> str:
 
 def not_floating_message(block: str, name: str, shape_doc: str, dtype: str) -> str:
     """``x`` is not a floating tensor."""
-    return block + ": argument `" + name + "` must be a floating tensor," + _expected(shape_doc) + "; got dtype " + dtype + "."
+    return (block + ": argument `" + name + "` must be a floating tensor," + _expected(shape_doc) + "; got dtype "
+            + dtype + ".")
 
 
 def wrong_rank_message(block: str, name: str, rank: int, shape_doc: str, shape: str) -> str:
     """``x`` does not have rank ``rank``."""
-    return (block + ": argument `" + name + "` must have rank " + str(rank) + "," + _expected(shape_doc) + "; got shape "
-            + shape + ".")
+    return (block + ": argument `" + name + "` must have rank " + str(rank) + "," + _expected(shape_doc)
+            + "; got shape " + shape + ".")
 
 
 def rank_below_two_message(block: str, name: str, shape_doc: str, shape: str) -> str:
     """A ``(batch, [time,] features)`` argument of rank < 2."""
-    return (block + ": argument `" + name + "` must have rank >= 2, expected shape " + shape_doc + "; got shape " + shape
-            + ".")
+    return (block + ": argument `" + name + "` must have rank >= 2, expected shape " + shape_doc + "; got shape "
+            + shape + ".")

@@ -46,7 +46,8 @@ def test_tf1_names_follow_the_scope_and_the_dense_rule():
     with_dense = CBHG(**CONFIG, tf1_scope="CBHG_postnet")
     with_dense(_x(1, 3))
     shapes = {k: v.shape for k, v in with_dense.tf1_weights().items()}
-    expect = {"conv_bank/conv1d_2/conv1d/kernel": (2, 16, 4), "conv_bank/conv1d_3/batch_normalization/moving_variance": (4,),
+    expect = {"conv_bank/conv1d_2/conv1d/kernel": (2, 16, 4),
+              "conv_bank/conv1d_3/batch_normalization/moving_variance": (4,),
               "proj1/conv1d/kernel": (3, 12, 6), "proj2/conv1d/kernel": (3, 6, 16), "dense/kernel": (16, 12),
               "dense/bias": (12,), "CBHG_postnet_highwaynet_2/T/kernel": (12, 12),
               "bidirectional_rnn/fw/CBHG_postnet_forward_RNN/gates/kernel": (17, 10),

@@ -96,7 +96,8 @@ def test_every_row_passes_and_every_block_is_compared(results, name):
         for mode in ("GTA", "free running"):
             for key in outputs:
                 assert any(o.startswith(mode) and o.endswith(f"[{STEPS} steps]: {key}") for o in model), (mode, key)
-        projections = {r.output.split(" ")[0] for r in rows if r.block == "FrameProjection" and r.comparison == comparison}
+        projections = {r.output.split(" ")[0] for r in rows if r.block == "FrameProjection"
+                       and r.comparison == comparison}
         expected = {"linear_transform_projection", "postnet_projection"}
         assert projections == expected | ({"cbhg_linear_specs_projection"} if name == "rayhane" else set())
     assert not any(r.block == "CBHG" for r in rows) or name == "rayhane"
@@ -136,7 +137,8 @@ def test_sabotaged_keras_weights_fail(checkpoints, results):
 
 def test_missing_tf_keras_raises_before_any_work_and_skip_legacy_runs(checkpoints, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "tf_keras" else real(name, *a, **k))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "tf_keras"
+                        else real(name, *a, **k))
     with pytest.raises(LegacyReferenceUnavailable) as err:
         run_checkpoint_parity("/nonexistent/model.ckpt")  # raised before the checkpoint is even read
     message = str(err.value)

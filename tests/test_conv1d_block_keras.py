@@ -24,7 +24,8 @@ def test_layer_contract(bn_position):
             ([np.zeros((2, 7, 3), np.float32)], "(batch, time, 6)"),
             ([np.zeros((2, 7, 6), np.int32)], "floating"),
         ],
-        **({} if bn_position == "before" else checked_elsewhere("the bn_position=before case", ("export", "xla", "litert"))),
+        **({} if bn_position == "before"
+           else checked_elsewhere("the bn_position=before case", ("export", "xla", "litert"))),
     )
 
 

@@ -19,8 +19,8 @@ def test_module_contract_sequence_form():
         expected_output_shape=lambda b, t: [(b, t, 4)] + [(b, 4)] * 4, changes_in_training=True,
         export=StaticTime("the sequence form's loop over time (stacked_scan) is unrolled by the export"),
         compile=RecompilesPerLength("dynamo unrolls the loop over time of stacked_scan for each length"),
-        bad_inputs=[([torch.zeros(2, 3, 6)], "(batch, time, 5)"), ([torch.zeros(2, 3, 5, dtype=torch.int64)], "floating"),
-                    ([torch.zeros(5)], "inputs")],
+        bad_inputs=[([torch.zeros(2, 3, 6)], "(batch, time, 5)"),
+                    ([torch.zeros(2, 3, 5, dtype=torch.int64)], "floating"), ([torch.zeros(5)], "inputs")],
     )
 
 

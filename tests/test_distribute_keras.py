@@ -293,7 +293,8 @@ def _loss_shares(strategy):
     z = (g.uniform(size=(BATCH, TIME)) < 0.3).astype(np.float32)
     logits = (60 * g.standard_normal((BATCH, TIME))).astype(np.float32)
     zeros = tf.nn.weighted_cross_entropy_with_logits(z, logits, 2.0).numpy() == 0
-    assert np.any(zeros & (np.arange(TIME) < LENGTHS[:, None]))  # the seed's count ("nonzero_loss") differs from the mask
+    # the seed's count ("nonzero_loss") differs from the mask
+    assert np.any(zeros & (np.arange(TIME) < LENGTHS[:, None]))
     cases = {"masked_mse": (masked_mse, t, o, {}),
              "masked_sigmoid_cross_entropy": (masked_sigmoid_cross_entropy, z, logits, {"pos_weight": 2.0}),
              "masked_sigmoid_cross_entropy count=mask": (masked_sigmoid_cross_entropy, z, logits, {"count": "mask"}),
@@ -509,7 +510,8 @@ def test_one_process_sync_batch_norm_and_reductions_are_bit_identical():
     o = mel + 0.5
     for fn, args, kw in ((masked_mse, (mel, o), {}), (masked_linear_loss, (lin, lin * 0.5), {"sample_rate": 8000}),
                          (masked_sigmoid_cross_entropy, (stop, mel[:, :, 0]), {"pos_weight": 2.0})):
-        values = [float(fn(*args, LENGTHS, outputs_per_step=R, reduction=red, **kw)) for red in ("global", "per_replica")]
+        values = [float(fn(*args, LENGTHS, outputs_per_step=R, reduction=red, **kw))
+                  for red in ("global", "per_replica")]
         assert values[0] == values[1] == float(fn(*args, LENGTHS, outputs_per_step=R, **kw))
     taco = Tacotron2("rtvc", **TACO)
     tx, ty = _taco_data(taco.hparams)

@@ -17,7 +17,8 @@ def _tf1_weights(scopes, in_channels, kernel_size, channels, seed=0):
     rng = np.random.default_rng(seed)
     w, cin = {}, in_channels
     for s in scopes:
-        w[f"{s}/conv1d/kernel"] = rng.standard_normal((kernel_size, cin, channels)).astype(np.float32) / np.sqrt(cin * kernel_size)
+        w[f"{s}/conv1d/kernel"] = (rng.standard_normal((kernel_size, cin, channels)).astype(np.float32)
+                                   / np.sqrt(cin * kernel_size))
         w[f"{s}/conv1d/bias"] = 0.1 * rng.standard_normal(channels).astype(np.float32)
         w[f"{s}/batch_normalization/gamma"] = (1 + 0.1 * rng.standard_normal(channels)).astype(np.float32)
         w[f"{s}/batch_normalization/beta"] = 0.1 * rng.standard_normal(channels).astype(np.float32)
@@ -38,7 +39,8 @@ def _np_stack(x, w, scopes, acts, bn_position="before"):
         y = sum(xp[:, j:j + x.shape[1]] @ k[j] for j in range(ks)) + w[f"{s}/conv1d/bias"]
 
         def bn(v, s=s):
-            return ((v - w[f"{s}/batch_normalization/moving_mean"]) / np.sqrt(w[f"{s}/batch_normalization/moving_variance"] + 1e-3)
+            return ((v - w[f"{s}/batch_normalization/moving_mean"])
+                    / np.sqrt(w[f"{s}/batch_normalization/moving_variance"] + 1e-3)
                     * w[f"{s}/batch_normalization/gamma"] + w[f"{s}/batch_normalization/beta"])
 
         x = ACT[act](bn(y)) if bn_position == "before" else bn(ACT[act](y))
@@ -59,7 +61,8 @@ def test_layer_contract(bn_position):
             ([np.zeros((2, 7, 3), np.float32)], "(batch, time, 6)"),
             ([np.zeros((2, 7, 6), np.int32)], "floating"),
         ],
-        **({} if bn_position == "before" else checked_elsewhere("the bn_position=before case", ("export", "xla", "litert"))),
+        **({} if bn_position == "before"
+           else checked_elsewhere("the bn_position=before case", ("export", "xla", "litert"))),
     )
 
 
@@ -71,8 +74,8 @@ def test_matches_numpy_reference_with_rayhane_names(kernel_size, bn_position, ac
                                 bn_position=bn_position, tf1_scope="encoder_convolutions")
     block.load_tf1_weights(w)  # strict: the names must be exactly TF1's
     x = np.random.default_rng(1).standard_normal((2, 9, 6)).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(block(x, training=False)), _np_stack(x, w, scopes, [activation] * 3, bn_position),
-                               atol=1e-5)
+    np.testing.assert_allclose(np.asarray(block(x, training=False)),
+                               _np_stack(x, w, scopes, [activation] * 3, bn_position), atol=1e-5)
     assert sorted(block.tf1_weights()) == sorted(w)
 
 

@@ -19,7 +19,8 @@ def tf1_weights(scopes, in_channels, kernel_size, channels, seed=0):
     rng = np.random.default_rng(seed)
     w, cin = {}, in_channels
     for s in scopes:
-        w[f"{s}/conv1d/kernel"] = rng.standard_normal((kernel_size, cin, channels)).astype(np.float32) / np.sqrt(cin * kernel_size)
+        w[f"{s}/conv1d/kernel"] = (rng.standard_normal((kernel_size, cin, channels)).astype(np.float32)
+                                   / np.sqrt(cin * kernel_size))
         w[f"{s}/conv1d/bias"] = 0.1 * rng.standard_normal(channels).astype(np.float32)
         w[f"{s}/batch_normalization/gamma"] = (1 + 0.1 * rng.standard_normal(channels)).astype(np.float32)
         w[f"{s}/batch_normalization/beta"] = 0.1 * rng.standard_normal(channels).astype(np.float32)
@@ -42,7 +43,8 @@ def np_stack(x, w, scopes, acts, bn_position="before", batch_stats=False):
         def bn(v, s=s):
             mean, var = ((v.mean(axis=(0, 1)), v.var(axis=(0, 1))) if batch_stats else
                          (w[f"{s}/batch_normalization/moving_mean"], w[f"{s}/batch_normalization/moving_variance"]))
-            return (v - mean) / np.sqrt(var + 1e-3) * w[f"{s}/batch_normalization/gamma"] + w[f"{s}/batch_normalization/beta"]
+            return ((v - mean) / np.sqrt(var + 1e-3) * w[f"{s}/batch_normalization/gamma"]
+                    + w[f"{s}/batch_normalization/beta"])
 
         x = ACT[act](bn(y)) if bn_position == "before" else bn(ACT[act](y))
     return x
@@ -95,7 +97,8 @@ def test_mask_errors_and_hparams():
         m(x, [torch.ones(2, 5, 4)])
     with pytest.raises(ValueError, match=r"dropout_masks\[1\].*\(2, 5, 4\)"):
         m(x, [torch.ones(2, 5, 4), torch.ones(2, 5, 3)])
-    hp = dict(embedding_dim=12, enc_conv_kernel_size=5, enc_conv_channels=16, enc_conv_num_layers=3, tacotron_dropout_rate=0.5)
+    hp = dict(embedding_dim=12, enc_conv_kernel_size=5, enc_conv_channels=16, enc_conv_num_layers=3,
+              tacotron_dropout_rate=0.5)
     e = EncoderConvolutions.from_hparams(hp)
     assert (e.in_channels, e.kernel_size, e.channels, e.num_layers) == (12, 5, 16, 3)
     with pytest.raises(ValueError, match="activation"):

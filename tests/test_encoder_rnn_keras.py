@@ -115,8 +115,10 @@ def test_tf1_names_and_scope():
     enc = EncoderRNN(size=3, tf1_scope="my_enc")
     enc.build((None, None, 4))
     assert enc.tf1_scope == "my_enc"
-    assert sorted(enc.tf1_weights()) == ["bidirectional_rnn/bw/encoder_bw_LSTM/bias", "bidirectional_rnn/bw/encoder_bw_LSTM/kernel",
-                                         "bidirectional_rnn/fw/encoder_fw_LSTM/bias", "bidirectional_rnn/fw/encoder_fw_LSTM/kernel"]
+    assert sorted(enc.tf1_weights()) == ["bidirectional_rnn/bw/encoder_bw_LSTM/bias",
+                                         "bidirectional_rnn/bw/encoder_bw_LSTM/kernel",
+                                         "bidirectional_rnn/fw/encoder_fw_LSTM/bias",
+                                         "bidirectional_rnn/fw/encoder_fw_LSTM/kernel"]
     assert enc.tf1_weights()["bidirectional_rnn/fw/encoder_fw_LSTM/kernel"].shape == (7, 12)
     fresh = EncoderRNN(size=3)
     fresh.load_tf1_weights(enc.tf1_weights())  # builds from the weight shapes

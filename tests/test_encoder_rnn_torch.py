@@ -35,7 +35,8 @@ def test_local_reverse_equals_shared_helper():
 def _encoder(seed=0, zoneout=0.1):
     enc = EncoderRNN(4, size=3, zoneout=zoneout).eval()
     g = np.random.default_rng(seed)
-    enc.load_tf1_weights({k: (g.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in enc.tf1_weights().items()})
+    enc.load_tf1_weights({k: (g.standard_normal(v.shape) * 0.5).astype(np.float32)
+                          for k, v in enc.tf1_weights().items()})
     return enc
 
 
@@ -102,8 +103,10 @@ def test_injected_masks():
 def test_tf1_names_and_errors():
     enc = EncoderRNN(4, size=3, tf1_scope="my_enc")
     assert enc.tf1_scope == "my_enc"
-    assert sorted(enc.tf1_weights()) == ["bidirectional_rnn/bw/encoder_bw_LSTM/bias", "bidirectional_rnn/bw/encoder_bw_LSTM/kernel",
-                                         "bidirectional_rnn/fw/encoder_fw_LSTM/bias", "bidirectional_rnn/fw/encoder_fw_LSTM/kernel"]
+    assert sorted(enc.tf1_weights()) == ["bidirectional_rnn/bw/encoder_bw_LSTM/bias",
+                                         "bidirectional_rnn/bw/encoder_bw_LSTM/kernel",
+                                         "bidirectional_rnn/fw/encoder_fw_LSTM/bias",
+                                         "bidirectional_rnn/fw/encoder_fw_LSTM/kernel"]
     with pytest.raises(ValueError, match="zoneout"):
         EncoderRNN(4, zoneout=2.0)
     bad = enc.tf1_weights()

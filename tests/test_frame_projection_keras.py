@@ -22,7 +22,8 @@ def test_layer_contract():
 def test_matches_numpy_reference_with_tf1_names(scope, activation):
     rng = np.random.default_rng(0)
     name = f"projection_{scope or 'Linear_projection'}"
-    w = {f"{name}/kernel": rng.standard_normal((6, 4)).astype(np.float32), f"{name}/bias": rng.standard_normal(4).astype(np.float32)}
+    w = {f"{name}/kernel": rng.standard_normal((6, 4)).astype(np.float32),
+         f"{name}/bias": rng.standard_normal(4).astype(np.float32)}
     block = FrameProjection(shape=4, activation=activation, tf1_scope=scope)
     block.load_tf1_weights(w)
     act = {None: lambda v: v, "tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}[activation]

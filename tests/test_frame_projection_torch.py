@@ -26,7 +26,8 @@ def test_module_contract():
 def test_matches_numpy_reference_with_tf1_names(scope, activation):
     rng = np.random.default_rng(0)
     name = f"projection_{scope or 'Linear_projection'}"
-    w = {f"{name}/kernel": rng.standard_normal((6, 4)).astype(np.float32), f"{name}/bias": rng.standard_normal(4).astype(np.float32)}
+    w = {f"{name}/kernel": rng.standard_normal((6, 4)).astype(np.float32),
+         f"{name}/bias": rng.standard_normal(4).astype(np.float32)}
     m = FrameProjection(6, 4, activation=activation, tf1_scope=scope)
     m.load_tf1_weights(w)
     act = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[activation]

@@ -65,7 +65,8 @@ def test_training_is_hard_gumbel_max_with_injected_noise():
     logits = _np_logits(q, x.numpy())
     k = (logits + noise.numpy()).argmax(-1)
     vars_ = q.vars.detach().numpy()[0]
-    np.testing.assert_allclose(out.detach().numpy(), np.concatenate([vars_[k[..., 0]], vars_[k[..., 1]]], -1), atol=1e-7)
+    np.testing.assert_allclose(out.detach().numpy(), np.concatenate([vars_[k[..., 0]], vars_[k[..., 1]]], -1),
+                               atol=1e-7)
     # ids always come from the noiseless logits
     k0 = logits.argmax(-1)
     np.testing.assert_array_equal(ids.numpy(), k0[..., 0] * 5 + k0[..., 1])

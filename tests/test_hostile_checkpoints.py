@@ -170,7 +170,8 @@ def _damage(case: str, good_prefix: str, d) -> tuple[str, list[str]]:
         e = iw.entry(1, [2, 3], 0, 24, _SIX)
         return _hostile(d, [(_KEY + b"b", e), (_KEY + b"a", e)]), ["hostile.ckpt.index", "out of order"]
     if case == "hostile: zero shards":
-        return _hostile(d, [(_KEY, iw.entry(1, [2, 3], 0, 24, _SIX))], num_shards=0), ["hostile.ckpt.index", "0 data shards"]
+        return (_hostile(d, [(_KEY, iw.entry(1, [2, 3], 0, 24, _SIX))], num_shards=0),
+                ["hostile.ckpt.index", "0 data shards"])
     if case == "hostile: big-endian":
         return (_hostile(d, [(_KEY, iw.entry(1, [2, 3], 0, 24, _SIX))], big_endian=True),
                 ["hostile.ckpt.index", "big-endian"])
@@ -204,7 +205,8 @@ def test_every_reader_refuses_with_one_line(case, good, tmp_path, capsys):
     with pytest.raises(CheckpointError) as info:
         read_tf1_checkpoint(path)
     _assert_one_line(str(info.value), expected)
-    assert isinstance(info.value, CheckpointNotFoundError) == isinstance(info.value, FileNotFoundError) == (case in NOT_FOUND)
+    assert (isinstance(info.value, CheckpointNotFoundError) == isinstance(info.value, FileNotFoundError)
+            == (case in NOT_FOUND))
     with pytest.raises(CheckpointError) as info:
         tf_layers.Tacotron2.from_tf1_checkpoint(path)
     if case == "hostile: string lengths past the entry":  # refused before its bytes are read: not a float weight

@@ -155,6 +155,16 @@ def test_every_file_read_of_the_library_is_safe():
     assert loads == 1  # the one reader every torch file goes through (torch_layers/_state_dict.safe_torch_load)
 
 
+
+def test_both_readers_know_every_block_class_a_table_may_name():
+    """A block table may name the classes of ``BLOCK_CLASSES`` (the table is validated first); each framework's
+    reader builds them from its own dict of directly imported classes."""
+    from speechblocks.migration.schema import BLOCK_CLASSES
+    from torch_layers.migrated import MIGRATED_BLOCK_CLASSES
+
+    assert set(MIGRATED_BLOCK_CLASSES) == set(tf_layers.checkpoint.MIGRATED_BLOCK_CLASSES) == set(BLOCK_CLASSES)
+    assert all(cls is getattr(torch_layers, name) for name, cls in MIGRATED_BLOCK_CLASSES.items())
+
 # -- format version, foreign and damaged files ------------------------------------------------------
 @pytest.mark.parametrize("version", [3, 0, "2"])
 def test_wrong_format_version(files, tmp_path, version):

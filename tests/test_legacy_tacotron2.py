@@ -117,7 +117,8 @@ def attention_step(query, state, values, keys, lengths, w, mask_encoder, smoothi
     f = conv_same(state[..., None], w[ATT + "location_features_convolution/kernel"],
                   w[ATT + "location_features_convolution/bias"])
     pf = f @ w[ATT + "location_features_layer/kernel"]
-    e = (w[ATT + "attention_variable_projection"] * np.tanh(keys + pq[:, None] + pf + w[ATT + "attention_bias"])).sum(-1)
+    e = (w[ATT + "attention_variable_projection"]
+         * np.tanh(keys + pq[:, None] + pf + w[ATT + "attention_bias"])).sum(-1)
     if mask_encoder:
         e = np.where(np.arange(e.shape[1])[None, :] < lengths[:, None], e, -np.inf)
     if smoothing:
@@ -196,7 +197,8 @@ def forward(w, hp, ins, training, max_iters=None):
     while True:
         h = inp
         for i in range(len(hp.prenet_layers)):
-            h = relu(h @ w[f"decoder/decoder_prenet/dense_{i + 1}/kernel"] + w[f"decoder/decoder_prenet/dense_{i + 1}/bias"])
+            h = relu(h @ w[f"decoder/decoder_prenet/dense_{i + 1}/kernel"]
+                     + w[f"decoder/decoder_prenet/dense_{i + 1}/bias"])
             h = h / (1 - hp.tacotron_dropout_rate) * noise(f"prenet/{i}")[:, t]
         h = np.concatenate([h, ctx], -1)
         for k in range(hp.decoder_layers):
@@ -250,7 +252,8 @@ def seq_mask(lengths, r):
 def losses(out, w, hp, ins):
     """The spec's ``tacotron2_loss`` in numpy."""
     tgt, stop_t, lens, r = ins["mel_targets"], ins["stop_token_targets"], ins["targets_lengths"], hp.outputs_per_step
-    dec, mel, logits, lin = out["decoder_outputs"], out["mel_outputs"], out["stop_token_prediction"], out.get("linear_outputs")
+    dec, mel, logits, lin = (out["decoder_outputs"], out["mel_outputs"], out["stop_token_prediction"],
+                             out.get("linear_outputs"))
     rtvc = bool(hp.speaker_embedding_size)
     n_priority = int(2000 / (hp.sample_rate * 0.5) * hp.num_freq) if hp.num_freq else 0
     xent = np.maximum(logits, 0) - logits * stop_t + np.log1p(np.exp(-np.abs(logits)))
@@ -521,7 +524,8 @@ def test_training_outputs_losses_and_gradients():
             for ix in idx:
                 fd = _finite_difference(w, hp, x, n, ix)
                 scale = max(1.0, float(np.abs(g).max()))
-                assert abs(g[ix] - fd) <= 2e-5 * scale + 1e-3 * abs(fd), f"{name}: d loss / d {n}{list(ix)}: graph {g[ix]}, numpy {fd}"
+                assert abs(g[ix] - fd) <= 2e-5 * scale + 1e-3 * abs(fd), (
+                    f"{name}: d loss / d {n}{list(ix)}: graph {g[ix]}, numpy {fd}")
         if name.startswith("rtvc"):  # RTVC's loss ignores the linear outputs: only the L2 term reaches the CBHG
             assert not out["grad/CBHG_postnet/bidirectional_rnn/fw/CBHG_postnet_forward_RNN/gates/kernel"].any()
             k = "CBHG_postnet/proj1/conv1d/kernel"

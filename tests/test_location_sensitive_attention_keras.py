@@ -10,14 +10,16 @@ def _inputs(b, t, q=5, d=6, seed=0):
     g = np.random.default_rng(seed + 10 * b + t)
     lengths = np.maximum(1, t - np.arange(b)).astype(np.int32)
     state = g.random((b, t)).astype(np.float32)
-    return [g.standard_normal((b, q)).astype(np.float32), state, g.standard_normal((b, t, d)).astype(np.float32), lengths]
+    return [g.standard_normal((b, q)).astype(np.float32), state, g.standard_normal((b, t, d)).astype(np.float32),
+            lengths]
 
 
 def _layer(**kw):
     att = LocationSensitiveAttention(**{**dict(units=4, filters=3, kernel_size=5), **kw})
     att.build_from_sizes(5, 6)
     g = np.random.default_rng(7)
-    att.load_tf1_weights({k: (0.5 * g.standard_normal(v.shape)).astype(np.float32) for k, v in att.tf1_weights().items()})
+    att.load_tf1_weights({k: (0.5 * g.standard_normal(v.shape)).astype(np.float32)
+                          for k, v in att.tf1_weights().items()})
     return att
 
 

@@ -4,9 +4,9 @@ overflow, equal a reference, and use peak memory linear in T.
 One fresh subprocess per framework (``tests/helpers/long_sequences_worker.py``) runs every case at two lengths
 (T and 2T) and measures the peak RSS increase of each call; this test asserts
 
-* outputs finite; Keras == torch (same TF1 weights) to 1e-4 (recurrences over >= 200 steps, docs/ARCHITECTURE.md, tolerances); the
-  losses equal a float64 numpy reference of TF1's formulas (the NaN/inf padding zeroed) to 1e-5 relative, with
-  finite gradients;
+* outputs finite; Keras == torch (same TF1 weights) to 1e-4 (recurrences over >= 200 steps, docs/ARCHITECTURE.md,
+  tolerances); the losses equal a float64 numpy reference of TF1's formulas (the NaN/inf padding zeroed) to 1e-5
+  relative, with finite gradients;
 * peak(2T) / peak(T) <= 2.5 for every case (O(T^2) memory would give 4), with peak(T) large enough (>= 1 MB) for
   the ratio to mean something.
 """

@@ -1,7 +1,7 @@
 """Keras masked losses against hand-derived values and an independent numpy reference.
 
-The numpy reference below is written from the TF1 semantics (docs/ARCHITECTURE.md, semantics), with the textbook (not the
-numerically stable) cross-entropy formula; the TF1 graph itself is compared in
+The numpy reference below is written from the TF1 semantics (docs/ARCHITECTURE.md, semantics), with the textbook (not
+the numerically stable) cross-entropy formula; the TF1 graph itself is compared in
 ``parity_tests/test_masked_losses_parity.py``.
 """
 import os

@@ -149,7 +149,8 @@ def test_zero_counts_give_zero_not_nan_with_finite_gradients():
 def test_masked_linear_loss_hand_derived_and_numpy():
     t = torch.zeros(1, 2, 4)
     o = torch.tensor([[[1.0, 1.0, 3.0, 3.0], [1.0, 1.0, 3.0, 3.0]]])  # n = int(2000 / 4000 * 4) = 2 bins
-    assert float(masked_linear_loss(t, o, torch.tensor([2]), outputs_per_step=1, sample_rate=8000)) == pytest.approx(1.25)
+    assert float(masked_linear_loss(t, o, torch.tensor([2]), outputs_per_step=1,
+                                    sample_rate=8000)) == pytest.approx(1.25)
     assert float(masked_linear_loss(t, o, torch.tensor([2]), outputs_per_step=1, sample_rate=8000,
                                     low_band_norm="low_band_mask")) == pytest.approx(1.5)
     tn = G.standard_normal((3, 8, 33)).astype(np.float32)

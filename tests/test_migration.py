@@ -3,8 +3,8 @@
 The checkpoints come from the TF1 legacy reference (``parity_tests/legacy/builders_model.py``): every
 block built under its real ``Tacotron_model/inference/`` scope at full size, one ``AdamOptimizer`` step run
 before saving. The migrated Keras and torch blocks are run on the TF1 graph's inputs and compared with its
-outputs (docs/ARCHITECTURE.md, tolerances). Error cases use small checkpoints written here with ``tf.raw_ops.SaveV2`` (the op TF1's
-``Saver`` runs), derived from the legacy checkpoint's real variables.
+outputs (docs/ARCHITECTURE.md, tolerances). Error cases use small checkpoints written here with ``tf.raw_ops.SaveV2``
+(the op TF1's ``Saver`` runs), derived from the legacy checkpoint's real variables.
 """
 from __future__ import annotations
 
@@ -199,8 +199,8 @@ def test_inspect_reports_the_cbhg_dimension_fix(capsys):
     assert "whole model: Tacotron-2 (complete)" in out
     assert ("Rayhane (no speaker embedding); preset rayhane; r (outputs_per_step)=1, speaker_embedding_size=0, "
             "n_symbols=66, num_mels=80, predict_linear=True") in out
-    # parameters per part, by hand from docs/ARCHITECTURE.md, TF1 names's sizes: embedding 66 x 512; attention: memory layer 512 x 128,
-    # query 1024 x 128, location conv 31 x 1 x 32 + 32, location layer 32 x 128, v 128, bias 128
+    # parameters per part, by hand from docs/ARCHITECTURE.md, TF1 names's sizes: embedding 66 x 512; attention: memory
+    # layer 512 x 128, query 1024 x 128, location conv 31 x 1 x 32 + 32, location layer 32 x 128, v 128, bias 128
     assert "embedding 33,792" in out
     assert f"attention {512 * 128 + 1024 * 128 + 31 * 32 + 32 + 32 * 128 + 128 + 128:,d}" in out
 

@@ -78,6 +78,7 @@ def test_injected_masks_apply_to_every_layer_including_the_last():
 
 
 def test_from_hparams():
-    hp = type("HP", (), dict(postnet_kernel_size=5, postnet_channels=32, postnet_num_layers=5, tacotron_dropout_rate=0.5))
+    hp = type("HP", (),
+              dict(postnet_kernel_size=5, postnet_channels=32, postnet_num_layers=5, tacotron_dropout_rate=0.5))
     block = Postnet.from_hparams(hp)
     assert (block.kernel_size, block.channels, block.num_layers, block.tf1_scope) == (5, 32, 5, "postnet_convolutions")

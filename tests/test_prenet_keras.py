@@ -36,7 +36,8 @@ def test_layer_contract_without_dropout():
 
 
 def test_layer_contract_with_dropout():
-    run_keras_layer_test(Prenet, dict(layers_sizes=(8,), drop_rate=0.5), _inputs, expected_output_shape=lambda b, t: (b, t, 8),
+    run_keras_layer_test(Prenet, dict(layers_sizes=(8,), drop_rate=0.5), _inputs,
+                         expected_output_shape=lambda b, t: (b, t, 8),
                          deterministic_in_inference=False, test_saving=False)
 
 

@@ -74,7 +74,8 @@ def test_export_with_hidden_init_takes_other_batch_and_frames():
     g = torch.Generator().manual_seed(4)
 
     def args(b, t):
-        return (torch.randn(b, t, 6, generator=g), (torch.randn(2, b, 8, generator=g), torch.randn(2, b, 8, generator=g)))
+        return (torch.randn(b, t, 6, generator=g),
+                (torch.randn(2, b, 8, generator=g), torch.randn(2, b, 8, generator=g)))
 
     batch, frames = Dim("batch"), Dim("frames")
     with torch.no_grad():

@@ -20,7 +20,8 @@ def test_layer_contract():
 def test_logits_in_training_sigmoid_at_inference():
     rng = np.random.default_rng(0)
     name = "projection_stop_token_projection"
-    w = {f"{name}/kernel": rng.standard_normal((6, 2)).astype(np.float32), f"{name}/bias": rng.standard_normal(2).astype(np.float32)}
+    w = {f"{name}/kernel": rng.standard_normal((6, 2)).astype(np.float32),
+         f"{name}/bias": rng.standard_normal(2).astype(np.float32)}
     block = StopProjection(shape=2, tf1_scope="stop_token_projection")
     block.load_tf1_weights(w)
     x = 3.0 * rng.standard_normal((4, 6)).astype(np.float32)

@@ -23,7 +23,8 @@ def test_module_contract():
 def test_logits_in_train_sigmoid_in_eval():
     rng = np.random.default_rng(0)
     name = "projection_stop_token_projection"
-    w = {f"{name}/kernel": rng.standard_normal((6, 2)).astype(np.float32), f"{name}/bias": rng.standard_normal(2).astype(np.float32)}
+    w = {f"{name}/kernel": rng.standard_normal((6, 2)).astype(np.float32),
+         f"{name}/bias": rng.standard_normal(2).astype(np.float32)}
     m = StopProjection(6, 2, tf1_scope="stop_token_projection")
     m.load_tf1_weights(w)
     x = 3 * torch.randn(4, 6)

@@ -132,7 +132,8 @@ def test_norms_hand_derived():
     xn = x.double().numpy()
     mean = xn.mean(axis=(1, 2, 3), keepdims=True)
     var = ((xn - mean) ** 2).mean(axis=(1, 2, 3), keepdims=True)
-    want = (xn - mean) / np.sqrt(var + 1e-8) * np.array([1, 2, 3.0])[:, None, None] + np.array([0.5, 0, -0.5])[:, None, None]
+    want = ((xn - mean) / np.sqrt(var + 1e-8) * np.array([1, 2, 3.0])[:, None, None]
+            + np.array([0.5, 0, -0.5])[:, None, None])
     np.testing.assert_allclose(g(x).detach().numpy(), want, atol=1e-5)
     c = ChanLN(3)
     mean = xn.mean(axis=1, keepdims=True)

@@ -146,7 +146,8 @@ def _numpy_reg(model):
     total = 0.0
     for name, v in model.tf1_weights().items():
         full = "Tacotron_model/inference/" + name
-        if "moving_" in name or any(s in full for s in ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")):
+        if "moving_" in name or any(s in full
+                                    for s in ("bias", "Bias", "_projection", "inputs_embedding", "RNN", "LSTM")):
             continue
         total += float(np.sum(np.asarray(v, np.float64) ** 2) / 2)
     return total * model.hparams.reg_weight
@@ -156,7 +157,8 @@ def _sigmoid_xent(z, y):
     return np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))
 
 
-@pytest.mark.parametrize("preset, mask_decoder", [("rtvc", False), ("rtvc", True), ("rayhane", False), ("rayhane", True)])
+@pytest.mark.parametrize("preset, mask_decoder",
+                         [("rtvc", False), ("rtvc", True), ("rayhane", False), ("rayhane", True)])
 def test_loss_against_numpy(preset, mask_decoder):
     model = _model(preset, mask_decoder=mask_decoder, tacotron_reg_weight=1e-3, tacotron_scale_regularization=True,
                    cross_entropy_pos_weight=3.0)
@@ -213,7 +215,8 @@ def test_loss_and_gradients_keyed_by_tf1_name():
     vals = []
     for sign in (1, -1):
         var.assign(base + sign * eps * np.eye(len(base), dtype=np.float32)[0])
-        vals.append(model.tf1_loss_and_gradients(ids, lens, mel, stop_t, np.array([8, 6]), speaker_embeddings=spk)[0]["loss"])
+        vals.append(model.tf1_loss_and_gradients(ids, lens, mel, stop_t, np.array([8, 6]),
+                                                 speaker_embeddings=spk)[0]["loss"])
     var.assign(base)
     np.testing.assert_allclose((vals[0] - vals[1]) / (2 * eps), grads[name][0], rtol=2e-2, atol=1e-4)
     assert losses["loss"] > 0
@@ -364,7 +367,8 @@ def test_bad_input_names_the_argument():
         rayhane(ids, lens, spk)
     for bad, name in ((dict(outputs_per_step=0), "outputs_per_step"), (dict(tacotron_zoneout_rate=1.5), "zoneout"),
                       (dict(mask_encoder="yes"), "mask_encoder"), (dict(prenet_layers=[]), "prenet_layers"),
-                      (dict(batch_norm_position="middle"), "batch_norm_position"), (dict(no_such_name=1), "no_such_name")):
+                      (dict(batch_norm_position="middle"), "batch_norm_position"),
+                      (dict(no_such_name=1), "no_such_name")):
         with pytest.raises(ValueError, match=name):
             Tacotron2("rtvc", **bad)
     assert resolve_hparams("rayhane").speaker_embedding_size == 0
@@ -384,7 +388,8 @@ def test_decoder_layer_contract():
                   decoder_lstm_units=8, attention_dim=4, attention_filters=2, attention_kernel=3, max_iters=5,
                   stop_at_any=False)
     run_keras_layer_test(
-        Tacotron2Decoder, config, inputs, input_specs=[tf.TensorSpec([None, None, 10]), tf.TensorSpec([None], tf.int32)],
+        Tacotron2Decoder, config, inputs,
+        input_specs=[tf.TensorSpec([None, None, 10]), tf.TensorSpec([None], tf.int32)],
         bad_inputs=[([np.zeros((2, 3, 9), np.float32), np.array([3, 3], np.int32)], "memory"),
                     ([np.zeros((2, 3, 10), np.float32), np.array([3.0, 3.0], np.float32)], "memory_lengths")],
     )

@@ -74,7 +74,8 @@ def _decoder(layers=2, r=2, dtype=torch.float64, seed=0, **kw):
 
 
 def _by_hand(dec, memory, lengths, mel_targets, n_steps, prenet_masks, lstm_masks):
-    """TacotronDecoderCell stepped with the public blocks: Prenet, DecoderRNN (one step), attention.step, projections."""
+    """TacotronDecoderCell stepped with the public blocks: Prenet, DecoderRNN (one step), attention.step,
+    projections."""
     att, r, m = dec.attention, dec.outputs_per_step, dec.num_mels
     values, keys = att.process_memory(memory, lengths)
     b, t_in = memory.shape[:2]
@@ -336,7 +337,8 @@ def _small_contract_inputs(b, t, dtype):
 def test_module_contract_rtvc():
     inputs, lengths, spk, mel = _small_contract_inputs(2, 7, torch.float32)
     run_torch_module_test(
-        Tacotron2, ("rtvc",), dict(n_symbols=N_SYM, tacotron_dropout_rate=0.0, **RTVC), make_inputs=_small_contract_inputs,
+        Tacotron2, ("rtvc",), dict(n_symbols=N_SYM, tacotron_dropout_rate=0.0, **RTVC),
+        make_inputs=_small_contract_inputs,
         expected_output_shape=lambda b, t: [(b, t, 3), (b, 6, 6), (b, 6, 6), (b, 6)], changes_in_training=True,
         sizes=((2, 7), (1, 1), (3, 4)),
         export=Fails("the symbol ids and lengths are checked by value (int(inputs.min())); encoder_module() and "
@@ -572,8 +574,9 @@ def test_from_tf1_checkpoint_infers_hparams_ema_and_mismatches(tmp_path):
     for k, v in m_ema.tf1_weights().items():
         np.testing.assert_array_equal(v, ema.get(k, w[k]).astype(np.float64))
     with pytest.raises(ValueError) as err:
-        Tacotron2.from_tf1_checkpoint(str(tmp_path / "model.ckpt-10"), hparams={**tacotron2_hparams("rtvc"), **RTVC,
-                                                                                   "num_mels": 5, "decoder_lstm_units": 12})
+        Tacotron2.from_tf1_checkpoint(str(tmp_path / "model.ckpt-10"),
+                                      hparams={**tacotron2_hparams("rtvc"), **RTVC, "num_mels": 5,
+                                               "decoder_lstm_units": 12})
     message, problems = str(err.value), " ".join(err.value.problems)  # one line naming the cause; the whole list
     assert "num_mels=5 where the shapes say 6, decoder_lstm_units=12 where the shapes say 16" in message
     assert "decoder_LSTM_1/kernel" in problems and "postnet_projection" in problems and "mismatching" in message

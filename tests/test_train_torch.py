@@ -113,7 +113,8 @@ def test_from_a_checkpoint_continues_the_step_and_schedule(data, tmp_path):
     source = os.path.join(tmp_path, "a", "checkpoints", "tacotron2-00000003.pt")
     rates = []
     result = train(Tacotron2Trainer, TrainOptions(data_dir, str(tmp_path / "ft"), None, {}, source=source, steps=2,
-                                                  progress=False), on_step=lambda s, r: rates.append((s, r.learning_rate)))
+                                                  progress=False),
+                   on_step=lambda s, r: rates.append((s, r.learning_rate)))
     assert result.global_step == 5 and [s for s, _ in rates] == [4, 5]
     hp = tiny_full_hparams()
     assert [r for _, r in rates] == [learning_rate(3, hp), learning_rate(4, hp)]

@@ -34,7 +34,8 @@ def test_layer_contract():
                     ([np.zeros((2, 4), np.float32)], "(batch, 5)"),
                     ([np.zeros((2, 5), np.int32)], "floating"),
                     ([np.zeros((2, 5), np.float32), [np.zeros((2, 6), np.float32)]], "states"),
-                    ([np.zeros((2, 5), np.float32), [np.zeros((2, 6), np.float32), np.zeros((2, 3), np.float32)]], "states")],
+                    ([np.zeros((2, 5), np.float32), [np.zeros((2, 6), np.float32), np.zeros((2, 3), np.float32)]],
+                     "states")],
     )
 
 

@@ -31,7 +31,8 @@ def tf1_dropout(x, rate: float, seed_generator, mask=None, name: str = "dropout_
         mask = tf.convert_to_tensor(mask)
         if mask.shape.rank is not None and x.shape.rank is not None:
             if mask.shape.rank != x.shape.rank or not mask.shape.is_compatible_with(x.shape):
-                raise ValueError(f"argument `{name}` must have the shape of the dropped tensor {x.shape}; got {mask.shape}.")
+                raise ValueError(f"argument `{name}` must have the shape of the dropped tensor {x.shape}; got "
+                                 f"{mask.shape}.")
         mask = tf.cast(mask, x.dtype)
     # selection, as TF's `dropout` (`where(keep, x * scale, 0)`): a dropped NaN/inf gives 0, not 0 * NaN
     kept = x * mask if rate == 0.0 else x * tf.cast(1.0 / (1.0 - rate), x.dtype) * mask

@@ -38,7 +38,8 @@ def check_lengths(lengths, name: str, block: str, batch_dim=None):
     """Checks a ``(batch,)`` integer lengths tensor statically."""
     lengths = tf.convert_to_tensor(lengths)
     if lengths.dtype.is_floating or lengths.dtype == tf.bool:
-        raise ValueError(f"{block}: argument `{name}` must be an integer tensor of shape (batch,); got {lengths.dtype.name}.")
+        raise ValueError(f"{block}: argument `{name}` must be an integer tensor of shape (batch,); got "
+                         f"{lengths.dtype.name}.")
     if lengths.shape.rank is not None and lengths.shape.rank != 1:
         raise ValueError(f"{block}: argument `{name}` must have shape (batch,); got shape {lengths.shape}.")
     if (batch_dim is not None and lengths.shape.rank == 1 and lengths.shape[0] is not None

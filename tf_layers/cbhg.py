@@ -112,7 +112,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
         self.dense = (keras.layers.Dense(self.highway_units, dtype=policy, name="dense")
                       if self.projections[1] != self.highway_units else None)
         self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
-                                       dtype=policy, name=f"highwaynet_{i + 1}") for i in range(self.n_highwaynet_layers)]
+                                       dtype=policy, name=f"highwaynet_{i + 1}")
+                            for i in range(self.n_highwaynet_layers)]
         self.fw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "fw"),
                                   dtype=policy, name="forward_RNN")
         self.bw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "bw"),
@@ -128,7 +129,8 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
                              f"got shape {input_shape}.")
         if input_shape[-1] is not None and int(input_shape[-1]) != self.input_size:
             raise ValueError(f"CBHG: argument `inputs` must have projections[1] = {self.input_size} channels (the "
-                             f"residual adds it to proj2), expected shape {self._shape_doc()}; got shape {input_shape}.")
+                             f"residual adds it to proj2), expected shape {self._shape_doc()}; got shape "
+                             f"{input_shape}.")
         bt = input_shape[:2]
         for conv in self.conv_bank:
             conv.build(bt + (self.input_size,))

@@ -36,8 +36,8 @@ from .postnet import Postnet
 from .prenet import Prenet
 from .stop_projection import StopProjection
 
-__all__ = ["read_tf1_checkpoint", "read_tf1_weights", "load_tf1_checkpoint", "is_optimizer_variable", "inspect_checkpoint",
-           "load_migrated", "build_migrated_block", "MIGRATED_BLOCK_CLASSES", "MigrationError",
+__all__ = ["read_tf1_checkpoint", "read_tf1_weights", "load_tf1_checkpoint", "is_optimizer_variable",
+           "inspect_checkpoint", "load_migrated", "build_migrated_block", "MIGRATED_BLOCK_CLASSES", "MigrationError",
            "NoTacotronBlocksError", "CheckpointError", "CheckpointNotFoundError", "NonFiniteWeightsError"]
 
 #: the Keras class of every class name a migrated file's block table may hold

@@ -181,8 +181,9 @@ class ContrastiveLoss(keras.layers.Layer):
         given = tf.convert_to_tensor(given)
         if given.dtype.is_floating or given.shape.rank != 2 or (given.shape[1] is not None
                                                                  and given.shape[1] != self.num_negatives):
-            raise ValueError(f"ContrastiveLoss: argument `negative_indices` must be an integer tensor of shape {layout} "
-                             f"with num_negatives={self.num_negatives} for {where}; got {given.dtype.name} {given.shape}.")
+            raise ValueError("ContrastiveLoss: argument `negative_indices` must be an integer tensor of shape "
+                             f"{layout} with num_negatives={self.num_negatives} for {where}; got {given.dtype.name} "
+                             f"{given.shape}.")
         if isinstance(num, int) and given.shape[0] is not None and given.shape[0] != num:
             raise ValueError(f"ContrastiveLoss: argument `negative_indices` must have shape {layout} = "
                              f"{(num, self.num_negatives)} for {where}; got {given.shape}.")
@@ -204,8 +205,8 @@ class ContrastiveLoss(keras.layers.Layer):
             raise ValueError(f"ContrastiveLoss: argument `spectrograms` must have shape {spec_doc}; got shape "
                              f"{spectrograms.shape}.")
         if spec_masks.shape.rank != 3 or not spec_masks.shape.is_compatible_with(spectrograms.shape):
-            raise ValueError(f"ContrastiveLoss: argument `spec_masks` must have the shape of `spectrograms` {spec_doc}; "
-                             f"got {spec_masks.shape} for {spectrograms.shape}.")
+            raise ValueError("ContrastiveLoss: argument `spec_masks` must have the shape of `spectrograms` "
+                             f"{spec_doc}; got {spec_masks.shape} for {spectrograms.shape}.")
         check_float_tensor(decoder_outputs, "decoder_outputs", "ContrastiveLoss", rank=3, last_dim=self.proj_dim,
                            shape_doc=f"(batch, time', {self.proj_dim})")
         b_s, b_d = spectrograms.shape[0], decoder_outputs.shape[0]
@@ -386,7 +387,8 @@ class ContrastiveLoss(keras.layers.Layer):
                 "target_proj.bias": TorchStateEntry(self.target_proj.bias)}
 
     def torch_state_dict(self) -> dict[str, np.ndarray]:
-        """``{torch key: array in torch layout}``: ``target_proj.*`` or ``quantizer.vars``, ``quantizer.weight_proj.*``."""
+        """``{torch key: array in torch layout}``: ``target_proj.*`` or ``quantizer.vars``,
+        ``quantizer.weight_proj.*``."""
         if not self.built:
             self.build()
             self.built = True

@@ -184,7 +184,8 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.cells = [ZoneoutLSTMCell(self.size, self.zoneout, self.zoneout, tf1_scope=f"decoder_LSTM_{k + 1}",
-                                      dtype=self.dtype_policy, name=f"decoder_LSTM_{k + 1}") for k in range(self.layers)]
+                                      dtype=self.dtype_policy, name=f"decoder_LSTM_{k + 1}")
+                      for k in range(self.layers)]
         self.input_size = None
 
     def build(self, input_shape):
@@ -243,7 +244,8 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
         rank = inputs.shape.rank if hasattr(inputs, "shape") and inputs.shape.rank is not None else None
         if rank not in (2, 3):
             raise ValueError(f"DecoderRNN: argument `inputs` must have shape (batch, {self.input_size}) (one step) or "
-                             f"(batch, time, {self.input_size}) (sequence); got shape {getattr(inputs, 'shape', None)}.")
+                             f"(batch, time, {self.input_size}) (sequence); got shape "
+                             f"{getattr(inputs, 'shape', None)}.")
         doc = f"(batch, {self.input_size})" if rank == 2 else f"(batch, time, {self.input_size})"
         check_float_tensor(inputs, "inputs", block, rank=rank, last_dim=self.input_size, shape_doc=doc)
         dtype = self.compute_dtype
@@ -282,7 +284,8 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(layers=self.layers, size=self.size, zoneout=self.zoneout, tf1_scope=self.tf1_scope, seed=self.seed)
+        config.update(layers=self.layers, size=self.size, zoneout=self.zoneout, tf1_scope=self.tf1_scope,
+                      seed=self.seed)
         return config
 
     # -- TF1 exchange -------------------------------------------------------------------------

@@ -246,7 +246,8 @@ class EncoderRNN(TF1WeightsMixin, keras.layers.Layer):
                 return tf.cond(in_order, lambda: tf.identity(a), lambda: tf.gather(a, order))
 
             def restore(y):
-                return tf.cond(in_order, lambda: tf.identity(y), lambda: tf.gather(y, tf.math.invert_permutation(order)))
+                return tf.cond(in_order, lambda: tf.identity(y),
+                               lambda: tf.gather(y, tf.math.invert_permutation(order)))
 
             lens = sort(lengths)
             active = tf.reduce_sum(tf.cast(lens[None, :] > tf.range(n_steps)[:, None], tf.int32), axis=1)

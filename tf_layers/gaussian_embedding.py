@@ -68,7 +68,8 @@ def _merge_indices(reps):
     reps = tf.cast(reps, tf.int64)
     batch = tf.shape(reps, out_type=tf.int64)[0]
     ends = tf.cumsum(reps, axis=1)
-    total = tf.maximum(tf.reduce_max(tf.reduce_sum(reps, axis=1)), 0) if reps.shape[0] != 0 else tf.constant(0, tf.int64)
+    total = (tf.maximum(tf.reduce_max(tf.reduce_sum(reps, axis=1)), 0) if reps.shape[0] != 0
+             else tf.constant(0, tf.int64))
     frames = tf.broadcast_to(tf.range(total, dtype=tf.int64)[tf.newaxis, :], tf.stack([batch, total]))
     # the element covering frame f is the number of elements that end at or before f
     return tf.searchsorted(ends, frames, side="right", out_type=tf.int64)
@@ -183,7 +184,8 @@ class GaussianEmbedding(keras.layers.Layer):
             raise ValueError(f"{BLOCK}: argument `text` must be an integer tensor of token ids, expected shape {doc}; "
                              f"got dtype {text.dtype.name}.")
         if text.shape.rank is not None and text.shape.rank != 2:
-            raise ValueError(f"{BLOCK}: argument `text` must have rank 2, expected shape {doc}; got shape {text.shape}.")
+            raise ValueError(f"{BLOCK}: argument `text` must have rank 2, expected shape {doc}; got shape "
+                             f"{text.shape}.")
         if odd and text.shape.rank == 2 and text.shape[1] is not None and text.shape[1] % 2 != 1:
             raise ValueError(f"{interleave_message()} with an odd length; got shape {text.shape}.")
         _check_pair(text, durs, BLOCK, "text", "durs", doc)

@@ -46,7 +46,8 @@ class HighwayNet(TF1WeightsMixin, keras.layers.Layer):
         self.units = int(units)
         self.tf1_scope = tf1_scope or self.default_tf1_scope
         self.H = keras.layers.Dense(self.units, activation="relu", dtype=self.dtype_policy, name="H")
-        self.T = keras.layers.Dense(self.units, activation="sigmoid", bias_initializer=keras.initializers.Constant(-1.0),
+        self.T = keras.layers.Dense(self.units, activation="sigmoid",
+                                    bias_initializer=keras.initializers.Constant(-1.0),
                                     dtype=self.dtype_policy, name="T")
 
     def _shape_doc(self) -> str:

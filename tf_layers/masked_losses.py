@@ -195,7 +195,8 @@ def _mask(block, targets, targets_lengths, outputs_per_step, mask, per_channel, 
 
 def _check_linear_args(sample_rate, num_freq, targets, low_band_norm, block):
     if low_band_norm not in common.LOW_BAND_NORMS:
-        raise ValueError(f"{block}: argument `low_band_norm` must be one of {common.LOW_BAND_NORMS}; got {low_band_norm!r}.")
+        raise ValueError(f"{block}: argument `low_band_norm` must be one of {common.LOW_BAND_NORMS}; got "
+                         f"{low_band_norm!r}.")
     if sample_rate is None or not np.isfinite(float(sample_rate)) or float(sample_rate) <= 0:
         raise ValueError(f"{block}: argument `sample_rate` must be a positive number (Hz); got {sample_rate!r}.")
     if num_freq is None:

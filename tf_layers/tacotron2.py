@@ -128,8 +128,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             seed=sub(3), dtype=policy, name="decoder")
         self.postnet = Postnet(hp.postnet_kernel_size, hp.postnet_channels, hp.postnet_num_layers,
                                hp.tacotron_dropout_rate, "tanh", tf1_scope="postnet_convolutions",
-                               bn_position=hp.batch_norm_position, seed=sub(4), dtype=policy, name="postnet_convolutions",
-                               sync_batch_norm=sync)
+                               bn_position=hp.batch_norm_position, seed=sub(4), dtype=policy,
+                               name="postnet_convolutions", sync_batch_norm=sync)
         self.postnet_projection = FrameProjection(hp.num_mels, tf1_scope="postnet_projection", dtype=policy,
                                                   name="postnet_projection")
         self.post_cbhg = self.linear_projection = None
@@ -179,8 +179,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         block = "Tacotron2"
         inputs = tf.convert_to_tensor(inputs)
         if not inputs.dtype.is_integer:
-            raise ValueError(f"{block}: argument `inputs` must be an integer tensor of symbol ids, shape (batch, T_in); "
-                             f"got dtype {inputs.dtype.name}.")
+            raise ValueError(f"{block}: argument `inputs` must be an integer tensor of symbol ids, shape (batch, "
+                             f"T_in); got dtype {inputs.dtype.name}.")
         if inputs.shape.rank is not None and inputs.shape.rank != 2:
             raise ValueError(f"{block}: argument `inputs` must have shape (batch, T_in); got shape {inputs.shape}.")
         inputs = tf.cast(inputs, tf.int32)
@@ -192,7 +192,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                 raise ValueError(f"{block}: argument `inputs` holds ids outside [0, n_symbols={hp.n_symbols}): "
                                  f"{sorted(set(bad.tolist()))[:10]}.")
             if ids.shape[1] == 0:
-                raise ValueError(f"{block}: argument `inputs` must hold at least one symbol per row; got shape {ids.shape}.")
+                raise ValueError(f"{block}: argument `inputs` must hold at least one symbol per row; got shape "
+                                 f"{ids.shape}.")
         else:
             inputs = _assert_ids(inputs, hp.n_symbols)
         if input_lengths is not None:
@@ -201,7 +202,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             if eager:
                 lens, t = input_lengths.numpy(), int(inputs.shape[1])
                 if lens.size and (lens.min() < 1 or lens.max() > t):
-                    raise ValueError(f"{block}: argument `input_lengths` must lie in [1, T_in={t}]; got {lens.tolist()}.")
+                    raise ValueError(f"{block}: argument `input_lengths` must lie in [1, T_in={t}]; got "
+                                     f"{lens.tolist()}.")
                 if lens.shape[0] != inputs.shape[0]:
                     raise ValueError(f"{block}: argument `input_lengths` must have shape (batch={inputs.shape[0]},); "
                                      f"got {lens.shape}.")
@@ -248,8 +250,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         training = bool(training)
         memory = self._memory(inputs, input_lengths, speaker_embeddings, training, noise)
         decoder_noise = {k: noise[k] for k in ("prenet", "decoder_LSTM") if k in noise} or None
-        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters, training=training,
-                                                noise_masks=decoder_noise)
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters,
+                                                training=training, noise_masks=decoder_noise)
         post = self._postprocess(frames, training, noise.get("postnet_convolutions"))
         out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
                    stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
@@ -260,7 +262,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         """The decoder's memory ``(batch, T_in, memory_size)``: embedding, encoder (+ the tiled speaker embedding)."""
         x = self.embedding(inputs)
         x = self.encoder_convolutions(x, training=training, dropout_masks=noise.get("encoder_convolutions"))
-        encoder_outputs = self.encoder_lstm(x, input_lengths, training=training, zoneout_masks=noise.get("encoder_LSTM"))
+        encoder_outputs = self.encoder_lstm(x, input_lengths, training=training,
+                                            zoneout_masks=noise.get("encoder_LSTM"))
         memory = encoder_outputs
         if self.hparams.speaker_embedding_size:
             spk = tf.cast(speaker_embeddings, encoder_outputs.dtype)
@@ -667,5 +670,6 @@ def _assert_lengths(lengths, max_time):
     with tf.control_dependencies([
             tf.debugging.assert_positive(lengths, message="Tacotron2: argument `input_lengths` must be >= 1"),
             tf.debugging.assert_less_equal(lengths, max_time,
-                                           message="Tacotron2: argument `input_lengths` exceeds the time axis of `inputs`")]):
+                                           message="Tacotron2: argument `input_lengths` exceeds the time axis "
+                                                   "of `inputs`")]):
         return tf.identity(lengths)

@@ -237,7 +237,8 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             out = []
             for i, m in enumerate(prenet):
                 m = tf.cast(m, dtype)
-                if m.shape.rank not in (None, 3) or (m.shape.rank == 3 and m.shape[-1] not in (None, self.prenet.layers_sizes[i])):
+                if m.shape.rank not in (None, 3) or (m.shape.rank == 3
+                                                     and m.shape[-1] not in (None, self.prenet.layers_sizes[i])):
                     raise ValueError(f"Tacotron2Decoder: argument `noise_masks['prenet'][{i}]` must have shape "
                                      f"(batch, steps, {self.prenet.layers_sizes[i]}); got shape {m.shape}.")
                 out.append(m)
@@ -330,7 +331,8 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
     def initial_state(self, batch, max_time, dtype=None) -> DecoderState:
         """The zero :class:`DecoderState` of ``batch`` entries over a memory of ``max_time`` steps."""
         dtype = dtype or self.compute_dtype
-        zeros = tuple(tf.zeros(tf.stack([batch, self.decoder_lstm.size]), dtype) for _ in range(self.decoder_lstm.layers))
+        zeros = tuple(tf.zeros(tf.stack([batch, self.decoder_lstm.size]), dtype)
+                      for _ in range(self.decoder_lstm.layers))
         return DecoderState(context=tf.zeros(tf.stack([batch, self.memory_size]), dtype),
                             attention=tf.zeros(tf.stack([batch, max_time]), dtype), cells=zeros, hiddens=zeros)
 

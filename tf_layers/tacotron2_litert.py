@@ -105,7 +105,8 @@ def step_input_names(model) -> list[str]:
     """The decoder-step model's input names, in the order of its function's arguments."""
     dec = model.decoder
     names = ["frame", "context", "attention"]
-    names += [f"cell_{k}" for k in range(dec.decoder_lstm.layers)] + [f"hidden_{k}" for k in range(dec.decoder_lstm.layers)]
+    names += ([f"cell_{k}" for k in range(dec.decoder_lstm.layers)]
+              + [f"hidden_{k}" for k in range(dec.decoder_lstm.layers)])
     names += ["values", "keys", "lengths"]
     if dec.prenet.drop_rate > 0:
         names += [f"prenet_keep_{i}" for i in range(len(dec.prenet.layers_sizes))]

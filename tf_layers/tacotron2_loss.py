@@ -121,8 +121,8 @@ def guided_attention_loss(alignments, weights, targets_lengths, outputs_per_step
                           reduction: str = DEFAULT_LOSS_REDUCTION):
     """The optional guided-attention term (not in the original recipe; see
     :mod:`speechblocks.training.guided_attention`): ``sum(alignments * weights)`` over the valid cells divided by
-    the number of valid decoder steps ``sum_b ceil(frames_b / r)`` (under a strategy of several replicas, this replica's share
-    of the global batch's term with ``reduction="global"``).
+    the number of valid decoder steps ``sum_b ceil(frames_b / r)`` (under a strategy of several replicas, this replica's
+    share of the global batch's term with ``reduction="global"``).
 
     Args:
         alignments: ``(batch, T_in, steps)``, the model's ``alignments`` output.

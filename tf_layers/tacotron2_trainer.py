@@ -55,8 +55,8 @@ class Tacotron2Trainer:
     """One Keras model and its optimizer, stepped as the original ``add_optimizer`` (the Keras backend of
     :func:`speechblocks.training.run.train`).
 
-    Each :meth:`train_step` (one ``tf.function``, traced once: batch and time dimensions are left unknown): the model with
-    ``training=True`` on the batch (teacher forced), :func:`tacotron2_loss`, the gradients of every trainable
+    Each :meth:`train_step` (one ``tf.function``, traced once: batch and time dimensions are left unknown): the model
+    with ``training=True`` on the batch (teacher forced), :func:`tacotron2_loss`, the gradients of every trainable
     variable, ``tf.clip_by_global_norm(gradients, 1.0)`` when ``tacotron_clip_gradients``, one
     ``keras.optimizers.Adam`` update (Keras 3's update is TF1's: epsilon added to ``sqrt(v)`` after the bias
     correction folded into the step size) with the given learning rate. The step's dropout and zoneout keep-masks

@@ -2,8 +2,8 @@
 
 ``SpeakerEncoder``, ``TAC``, ``GaussianEmbedding``, ``ContrastiveLoss`` and ``GumbelVectorQuantizer`` expose
 ``torch_state_dict()`` and an all-or-nothing ``load_torch_state_dict(state_dict, strict=True)`` with the
-upstream keys and torch layouts (docs/ARCHITECTURE.md, rules). Two helpers serve them: :class:`TorchStateMixin` (variables
-exchanged through layout functions, possibly several torch keys per variable, e.g. an LSTM's two biases)
+upstream keys and torch layouts (docs/ARCHITECTURE.md, rules). Two helpers serve them: :class:`TorchStateMixin`
+(variables exchanged through layout functions, possibly several torch keys per variable, e.g. an LSTM's two biases)
 and :func:`load_torch_entries` (one key per variable, optional transpose). Both raise one
 :class:`TorchStateDictError` listing every problem and assign nothing then. Never imports torch: torch
 tensors are recognised by their ``detach`` method.
@@ -19,8 +19,8 @@ import numpy as np
 
 from speechblocks.state_dict import StateDictError, array_kind, state_dict_problems
 
-__all__ = ["TorchStateDictError", "check_torch_state_dict", "to_numpy", "IncompatibleKeys", "TorchStateEntry", "load_torch_entries", "TorchLoadReport",
-           "TorchExchange", "TorchStateMixin"]
+__all__ = ["TorchStateDictError", "check_torch_state_dict", "to_numpy", "IncompatibleKeys", "TorchStateEntry",
+           "load_torch_entries", "TorchLoadReport", "TorchExchange", "TorchStateMixin"]
 
 
 class TorchStateDictError(StateDictError):
@@ -31,7 +31,8 @@ class TorchStateDictError(StateDictError):
         super().__init__(layer, problems, "torch state dict")
 
 
-def check_torch_state_dict(layer: str, expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, np.ndarray], strict: bool):
+def check_torch_state_dict(layer: str, expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, np.ndarray],
+                           strict: bool):
     """``(missing, unexpected)``, or one :class:`TorchStateDictError` listing every problem (keys, shapes, a
     non-floating value for a floating variable)."""
     problems, missing, unexpected = state_dict_problems({k: (tuple(s), "f") for k, s in expected.items()},
@@ -162,8 +163,8 @@ class TorchStateMixin:
             except (KeyError, IndexError, ValueError, TypeError) as e:
                 raise TorchStateDictError(name, [f"cannot build the layer from the state dict: {e}"]) from e
         exchanges = self._torch_exchanges()
-        missing, unexpected = check_torch_state_dict(name, {k: shape for ex in exchanges for k, shape in zip(ex.keys, ex.shapes)},
-                                     arrays, strict)
+        shapes = {k: shape for ex in exchanges for k, shape in zip(ex.keys, ex.shapes)}
+        missing, unexpected = check_torch_state_dict(name, shapes, arrays, strict)
         assign, loaded = [], []
         for ex in exchanges:
             if all(k in arrays for k in ex.keys):

@@ -54,7 +54,8 @@ def keep_masks(shape, factor: float, seed_generator, dtype):
 def check_mask(mask, name: str, block: str, shape_doc: str, rank: int):
     mask = tf.convert_to_tensor(mask)
     if mask.shape.rank is not None and mask.shape.rank != rank:
-        raise ValueError(f"{block}: argument `{name}` must be a 0/1 keep-mask of shape {shape_doc}; got shape {mask.shape}.")
+        raise ValueError(f"{block}: argument `{name}` must be a 0/1 keep-mask of shape {shape_doc}; got shape "
+                         f"{mask.shape}.")
     return mask
 
 
@@ -147,12 +148,14 @@ class ZoneoutLSTMCell(TF1WeightsMixin, keras.layers.Layer):
             c_prev, h_prev = (tf.cast(s, dtype) for s in states)
             for s, n in ((c_prev, "states[0] (c)"), (h_prev, "states[1] (h)")):
                 check_float_tensor(s, n, block, rank=2, last_dim=self.num_units, shape_doc=f"(batch, {self.num_units})")
-        gates = tf.matmul(tf.concat([x, h_prev], axis=-1), tf.cast(self.kernel, dtype)) + effective_bias(self.bias, dtype)
+        gates = (tf.matmul(tf.concat([x, h_prev], axis=-1), tf.cast(self.kernel, dtype))
+                 + effective_bias(self.bias, dtype))
         c_new, h_new = lstm_from_gates(gates, c_prev)
         keep_c = keep_h = None
         if zoneout_masks is not None:
             if len(zoneout_masks) != 2:
-                raise ValueError(f"{block}: argument `zoneout_masks` must be (c_keep, h_keep), each (batch, {self.num_units}).")
+                raise ValueError(f"{block}: argument `zoneout_masks` must be (c_keep, h_keep), each (batch, "
+                                 f"{self.num_units}).")
             keep_c, keep_h = (tf.cast(check_mask(m, "zoneout_masks", block, f"(batch, {self.num_units})", 2), dtype)
                               for m in zoneout_masks)
         elif training:

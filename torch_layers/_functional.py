@@ -40,7 +40,8 @@ def tf1_dropout(x: torch.Tensor, rate: float, mask: Optional[torch.Tensor] = Non
     if mask is None:
         if rate == 0.0:
             return x
-        # rand_like: the numbers of rand(x.shape) (x is a fresh product), in a form torch.export takes with dynamic shapes
+        # rand_like: the numbers of rand(x.shape) (x is a fresh product), in a form torch.export takes with dynamic
+        # shapes
         if generator is None:  # the overload without a generator: the one ONNX maps (RandomUniformLike)
             u = torch.rand_like(x, dtype=torch.float32)
         else:

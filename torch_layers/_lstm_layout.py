@@ -1,8 +1,8 @@
 """LSTM weight layouts: TF1 ``LSTMCell``/``LSTMBlockCell`` <-> speechblocks torch <-> ``torch.nn.LSTM``.
 
-TF1 (docs/ARCHITECTURE.md, semantics): one ``kernel`` of shape ``(in + units, 4 * units)`` applied to ``concat([x, h])``, one
-``bias`` ``(4 * units,)``, column blocks in gate order **i, j, f, o** (``j`` is the candidate), and a
-``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not stored in the checkpoint.
+TF1 (docs/ARCHITECTURE.md, semantics): one ``kernel`` of shape ``(in + units, 4 * units)`` applied to
+``concat([x, h])``, one ``bias`` ``(4 * units,)``, column blocks in gate order **i, j, f, o** (``j`` is the candidate),
+and a ``forget_bias`` (1.0) added to the ``f`` block at run time -- it is not stored in the checkpoint.
 
 speechblocks torch (``ZoneoutLSTMCell``): ``weight`` ``(4 * units, in + units)`` -- the transposed TF1
 kernel with its gate blocks reordered to torch's **i, f, g, o** (``g`` = TF1 ``j``) -- and ``bias``

@@ -18,8 +18,8 @@ sums are associated differently: ~1e-6). :func:`pack` takes the rows the product
 * :class:`WeightGradTap`: the weight's gradient for all steps of a recurrent loop at once. A loop that computes
   every step's ``x_t @ W.T + b`` with ``W`` and ``b`` detached adds ``taps[t]`` (zeros from this function) to the
   result; the taps' gradients are then the ``dy_t`` of every step, and the backward of the tap gives
-  ``dW = sum_t dy_t.T @ x_t`` as ONE matrix product over the stacked steps (``x_t`` handed in after the loop), instead of
-  an outer product and an accumulation into a ``W``-sized buffer at every step (the autograd default, which reads
+  ``dW = sum_t dy_t.T @ x_t`` as ONE matrix product over the stacked steps (``x_t`` handed in after the loop), instead
+  of an outer product and an accumulation into a ``W``-sized buffer at every step (the autograd default, which reads
   and writes the whole kernel four times per step).
 
 Packing needs a torch built with oneDNN, CPU and float32; :func:`can_pack` says whether it applies. The packed

@@ -51,9 +51,9 @@ class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
     ``DistributedDataParallel``: the loss is a sum over the rank's targets times ``multiplier / batch`` (the
     rank's batch), so with equal batches on every rank DDP's gradient average equals the single-process
     gradient on the global batch when the distractors agree -- same-utterance sampling draws from each
-    utterance's own steps, as one process does (inject ``negative_indices`` to reproduce a single-process run). Batch-wide sampling draws from the rank's
-    own batch (a smaller pool than one process's), and quantized targets' perplexity term is the rank's own
-    (each rank's codebook usage), as upstream under DDP.
+    utterance's own steps, as one process does (inject ``negative_indices`` to reproduce a single-process run).
+    Batch-wide sampling draws from the rank's own batch (a smaller pool than one process's), and quantized targets'
+    perplexity term is the rank's own (each rank's codebook usage), as upstream under DDP.
 
     Export (tested by ``run_torch_module_test``): the masked steps per utterance (a count read from
     ``spec_masks``) shape the logits, so ``torch.export`` fails. ``torch.compile`` (``aot_eager``) fails when the
@@ -193,7 +193,8 @@ class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
                  where: str, device: torch.device) -> torch.Tensor:
         if given is None:
             return self._draw(num, high, generator, where, device)
-        if given.is_floating_point() or given.dim() != 2 or given.shape[0] != num or given.shape[1] != self.num_negatives:
+        if (given.is_floating_point() or given.dim() != 2 or given.shape[0] != num
+                or given.shape[1] != self.num_negatives):
             raise ValueError("ContrastiveLoss: argument `negative_indices` must be an integer tensor of shape "
                              "(num_targets, num_negatives) = (" + str(num) + ", " + str(self.num_negatives)
                              + ") for " + where + "; got " + str(given.dtype) + " " + str(list(given.shape)) + ".")
@@ -313,12 +314,14 @@ class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
 
     # -- logits ---------------------------------------------------------------------------------------
     def _same_utterance_logits(self, out: torch.Tensor, targets: torch.Tensor, keys: torch.Tensor, masked: torch.Tensor,
-                               negative_indices: Optional[torch.Tensor], gen: Optional[torch.Generator]) -> torch.Tensor:
+                               negative_indices: Optional[torch.Tensor],
+                               gen: Optional[torch.Generator]) -> torch.Tensor:
         bsz = out.shape[0]
         counts = masked.sum(1)
         if bsz > 0 and bool((counts != counts[0]).any()):
-            raise ValueError("ContrastiveLoss: argument `spec_masks` gives utterances different numbers of masked steps "
-                             "(" + ", ".join([str(int(c)) for c in counts]) + "); sample_from_same_utterance_only=True "
+            raise ValueError("ContrastiveLoss: argument `spec_masks` gives utterances different numbers of masked "
+                             "steps (" + ", ".join([str(int(c)) for c in counts])
+                             + "); sample_from_same_utterance_only=True "
                              "needs the same number in every utterance (mask a fixed count per utterance or set "
                              "sample_from_same_utterance_only=False).")
         n_masked = int(counts[0]) if bsz > 0 else 0
@@ -336,7 +339,8 @@ class ContrastiveLoss(CheckedLoadStateDict, nn.Module):
         return logits.transpose(0, 1).reshape(bsz * n_masked, logits.shape[-1])
 
     def _batch_logits(self, out_m: torch.Tensor, tgt_m: torch.Tensor, targets: torch.Tensor, keys: torch.Tensor,
-                      masked: torch.Tensor, negative_indices: Optional[torch.Tensor], gen: Optional[torch.Generator]) -> torch.Tensor:
+                      masked: torch.Tensor, negative_indices: Optional[torch.Tensor],
+                      gen: Optional[torch.Generator]) -> torch.Tensor:
         key_m = keys[masked]
         pool = targets.reshape(-1, targets.shape[-1]) if self.sample_from_non_masked else tgt_m
         pool_keys = keys.reshape(-1, keys.shape[-1]) if self.sample_from_non_masked else key_m

@@ -145,7 +145,8 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
         layers: number of LSTM layers.
         size: units per layer.
         zoneout: zoneout factor of cell and hidden states, in [0, 1].
-        tf1_scope: TF1 scope (default ``"decoder_rnn"``); keys ``multi_rnn_cell/cell_{k}/decoder_LSTM_{k+1}/{kernel,bias}``.
+        tf1_scope: TF1 scope (default ``"decoder_rnn"``); keys
+            ``multi_rnn_cell/cell_{k}/decoder_LSTM_{k+1}/{kernel,bias}``.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -162,7 +163,8 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
                  tf1_scope: Optional[str] = None, device=None, dtype=None):
         super().__init__()
         if input_size < 1 or layers < 1 or size < 1:
-            raise ValueError(f"DecoderRNN: `input_size`, `layers` and `size` must be >= 1; got {input_size}, {layers}, {size}.")
+            raise ValueError(f"DecoderRNN: `input_size`, `layers` and `size` must be >= 1; got {input_size}, {layers}, "
+                             f"{size}.")
         self.input_size = int(input_size)
         self.layers = int(layers)
         self.size = int(size)
@@ -184,7 +186,8 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
         return out
 
     def forward(self, inputs: Tensor, states: Optional[list[tuple[Tensor, Tensor]]] = None,
-                zoneout_masks: Optional[list[tuple[Tensor, Tensor]]] = None) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+                zoneout_masks: Optional[list[tuple[Tensor, Tensor]]] = None
+                ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """
         Args:
             inputs: ``(batch, input_size)`` (one step) or ``(batch, time, input_size)`` (sequence).

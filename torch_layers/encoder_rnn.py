@@ -210,8 +210,10 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         self.size = int(size)
         self.zoneout = check_zoneout(zoneout, "zoneout", "EncoderRNN")
         self.tf1_scope = tf1_scope or self.default_tf1_scope
-        self.fw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_fw_LSTM", device=device, dtype=dtype)
-        self.bw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_bw_LSTM", device=device, dtype=dtype)
+        self.fw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_fw_LSTM", device=device,
+                                       dtype=dtype)
+        self.bw_cell = ZoneoutLSTMCell(input_size, size, self.zoneout, self.zoneout, "encoder_bw_LSTM", device=device,
+                                       dtype=dtype)
         self._in_doc = f"(batch, time, {input_size})"
         self._mask_doc = f"((fw_c, fw_h), (bw_c, bw_h)), each (batch, time, {size})"
 
@@ -234,9 +236,10 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
     def masked_forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
                        zoneout_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None) -> Tensor:
         """:meth:`forward` through the export path whatever the mode: the masked ``scan``
-        (:func:`masked_bidirectional_scan`), one graph for every batch and length under ``torch.compile`` (differentiable;
-        ``inductor`` needs ``torch._dynamo.config.capture_scalar_outputs = True`` to lower it in torch 2.13), the same
-        numbers as :meth:`forward`. :class:`~torch_layers.tacotron2.Tacotron2Encoder` compiles through it."""
+        (:func:`masked_bidirectional_scan`), one graph for every batch and length under ``torch.compile``
+        (differentiable; ``inductor`` needs ``torch._dynamo.config.capture_scalar_outputs = True`` to lower it in torch
+        2.13), the same numbers as :meth:`forward`. :class:`~torch_layers.tacotron2.Tacotron2Encoder` compiles through
+        it."""
         return self._encode(inputs, input_lengths, zoneout_masks, True)
 
     def _encode(self, inputs: Tensor, input_lengths: Optional[Tensor],
@@ -269,8 +272,10 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
             shape = [batch, n_steps, u]
             for m in (fc, fh, bc, bh):
                 check_mask(m, "zoneout_masks", block, shape, self._mask_doc)
-            keep_c = torch.stack([fc, reverse_within_lengths_3d(bc, input_lengths)], 0).permute(2, 0, 1, 3).to(inputs.dtype)
-            keep_h = torch.stack([fh, reverse_within_lengths_3d(bh, input_lengths)], 0).permute(2, 0, 1, 3).to(inputs.dtype)
+            keep_c = (torch.stack([fc, reverse_within_lengths_3d(bc, input_lengths)], 0)
+                      .permute(2, 0, 1, 3).to(inputs.dtype))
+            keep_h = (torch.stack([fh, reverse_within_lengths_3d(bh, input_lengths)], 0)
+                      .permute(2, 0, 1, 3).to(inputs.dtype))
         elif self.training:
             keep_c = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)
             keep_h = keep_masks([n_steps, 2, batch, u], self.zoneout, inputs)

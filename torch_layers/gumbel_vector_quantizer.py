@@ -130,8 +130,8 @@ class GumbelVectorQuantizer(CheckedLoadStateDict, nn.Module):
                     generator=generator).log()
             else:
                 if gumbel_noise.numel() != logits.numel() or gumbel_noise.dim() != 4:
-                    raise ValueError("GumbelVectorQuantizer: argument `gumbel_noise` must have shape (batch, time, groups, "
-                                     "num_vars) = " + str([bsz, tsz, groups, num_vars]) + "; got shape "
+                    raise ValueError("GumbelVectorQuantizer: argument `gumbel_noise` must have shape (batch, time, "
+                                     "groups, num_vars) = " + str([bsz, tsz, groups, num_vars]) + "; got shape "
                                      + str(list(gumbel_noise.shape)) + ".")
                 noise = gumbel_noise.reshape(logits.shape).float()
             y_soft = torch.softmax((logits.float() + noise) / self.curr_temp, dim=-1)

@@ -236,8 +236,8 @@ class LocationSensitiveAttention(TF1WeightsMixin, nn.Module):
         check_float_tensor(keys, "keys", block, 3, self.units, "(batch, T_in, " + str(self.units) + ")")
         check_float_tensor(state, "state", block, 2, max_time, "(batch, T_in=" + str(max_time) + ")")
         if query.shape[0] != batch or state.shape[0] != batch or keys.shape[0] != batch or keys.shape[1] != max_time:
-            raise ValueError(block + ": arguments `query` (batch, " + str(self.query_size) + "), `state` (batch, T_in), "
-                             "`values` (batch, T_in, " + str(self.memory_size) + ") and `keys` (batch, T_in, "
+            raise ValueError(block + ": arguments `query` (batch, " + str(self.query_size) + "), `state` (batch, "
+                             "T_in), `values` (batch, T_in, " + str(self.memory_size) + ") and `keys` (batch, T_in, "
                              + str(self.units) + ") must agree on batch and T_in; got shapes " + str(list(query.shape))
                              + ", " + str(list(state.shape)) + ", " + str(list(values.shape)) + ", "
                              + str(list(keys.shape)) + ".")

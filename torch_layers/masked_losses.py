@@ -259,8 +259,8 @@ def masked_sigmoid_cross_entropy(targets: torch.Tensor, outputs: torch.Tensor,
     is divided by a count. Seed quirk (``count="nonzero_loss"``, default): the divisor is the number of
     non-zero masked *loss values*. TensorFlow flushes subnormal results to zero on CPU, so a loss whose
     ``exp(-|x|)`` underflows (``|x|`` above ~87 in float32) is exactly 0 there and drops out of the count;
-    this function flushes the same intermediates so the count (and value) match TF1. ``count="mask"``: divide by the number of
-    non-zero mask entries (the corrected mean). A zero count gives 0.0 (TF1: NaN). Shape rules as
+    this function flushes the same intermediates so the count (and value) match TF1. ``count="mask"``: divide by the
+    number of non-zero mask entries (the corrected mean). A zero count gives 0.0 (TF1: NaN). Shape rules as
     :func:`masked_mse`.
 
     Args:
@@ -350,7 +350,8 @@ def _masked_linear_loss(targets: torch.Tensor, outputs: torch.Tensor, targets_le
         raise ValueError(block + ": argument `low_band_norm` must be 'full_mask' or 'low_band_mask'; got '"
                          + low_band_norm + "'.")
     if not sample_rate > 0 or sample_rate == float("inf"):
-        raise ValueError(block + ": argument `sample_rate` must be a positive number (Hz); got " + str(sample_rate) + ".")
+        raise ValueError(block + ": argument `sample_rate` must be a positive number (Hz); got " + str(sample_rate)
+                         + ".")
     targets, outputs = _targets_outputs(targets, outputs, block, 3, doc)
     freq = targets.shape[-1] if num_freq is None else num_freq
     if freq < 1:

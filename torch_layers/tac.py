@@ -175,7 +175,8 @@ class TAC(CheckedLoadStateDict, nn.Module):
             return None  # upstream's "fixed geometry": every mic, averaged over the mic axis (corrected)
         if lo < 1 or hi > mics:
             raise ValueError("TAC: argument `valid_mics` entries must lie in [1, mics] = [1, " + str(mics)
-                             + "] (or all be 0 for a fixed geometry); got entries from " + str(lo) + " to " + str(hi) + ".")
+                             + "] (or all be 0 for a fixed geometry); got entries from " + str(lo) + " to " + str(hi)
+                             + ".")
         if lo == mics:
             return None
         return valid_mics

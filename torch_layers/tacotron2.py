@@ -15,6 +15,7 @@ from speechblocks.distributed import check_sync_batch_norm
 from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
+from ._migrated_model import load_migrated_model
 from ._validation import check_float_tensor
 from .cbhg import CBHG
 from .encoder_convolutions import EncoderConvolutions
@@ -124,7 +125,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             self.linear_projection = FrameProjection(2 * hp.cbhg_rnn_units, hp.num_freq,
                                                      tf1_scope="cbhg_linear_specs_projection", **factory)
 
-    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None, speaker_embeddings: Optional[Tensor] = None,
+    def forward(self, inputs: Tensor, input_lengths: Optional[Tensor] = None,
+                speaker_embeddings: Optional[Tensor] = None,
                 mel_targets: Optional[Tensor] = None, max_iters: Optional[int] = None,
                 noise_masks: Optional[dict[str, list[Tensor]]] = None) -> dict[str, Tensor]:
         """
@@ -213,7 +215,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         e = self.speaker_embedding_size
         if e > 0:
             if speaker_embeddings is None:
-                raise ValueError(block + ": argument `speaker_embeddings` of shape (batch, " + str(e) + ") is required: "
+                raise ValueError(block + ": argument `speaker_embeddings` of shape (batch, " + str(e)
+                                 + ") is required: "
                                  "this model has a speaker embedding (speaker_embedding_size=" + str(e) + ").")
             check_float_tensor(speaker_embeddings, "speaker_embeddings", block, 2, e, "(batch, " + str(e) + ")")
             if speaker_embeddings.shape[0] != batch:
@@ -419,7 +422,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
     @torch.jit.unused
     def regularized_parameters(self) -> dict[str, Tensor]:
         """The parameters ``add_loss`` regularises: trainable variables whose full TF1 name
-        (``Tacotron_model/inference/<name>``) contains none of ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
+        (``Tacotron_model/inference/<name>``) contains none of
+        ``speechblocks.tacotron2_schema.REGULARIZATION_EXCLUDED``."""
         return {k: v for k, v in self.tf1_trainable_variables().items() if is_regularized(k)}
 
     @classmethod
@@ -485,9 +489,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             ValueError: a file of blocks only (read it with ``torch_layers.load_migrated``), a damaged file, or
                 hparams that contradict the tensors.
         """
-        from .migrated import load_migrated_model
-
-        return load_migrated_model(path, hparams, overrides, map_location, cls,
+        return load_migrated_model(path, hparams, overrides, map_location, cls=cls,
                                    model_kwargs=dict(sync_batch_norm=sync_batch_norm))
 
     @torch.jit.unused

@@ -495,6 +495,30 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         block = "Tacotron2Decoder"
         if not torch.jit.is_scripting():
             noise_masks = flatten_noise_masks(noise_masks, block)
+        n_steps = self._check_inputs(memory, memory_lengths, mel_targets, max_iters)
+        prenet_masks, keep_c, keep_h, mask_steps = self._injected_masks(noise_masks, memory, n_steps,
+                                                                        mel_targets is not None)
+        memory_in = self.attention_memory(memory, memory_lengths, checked=True)
+        teacher_prenet: Optional[Tensor] = None
+        prenet_keep: Optional[list[Tensor]] = None
+        if mel_targets is not None:
+            teacher_prenet, keep_c, keep_h = self._teacher_forcing_inputs(mel_targets, n_steps, prenet_masks,
+                                                                          keep_c, keep_h, memory_in.values)
+        elif prenet_masks is not None:
+            prenet_keep = [m.transpose(0, 1) for m in prenet_masks]
+        frames, stop, alignments, finished = self._decode(n_steps, mask_steps, teacher_prenet, memory_in, prenet_keep,
+                                                          keep_c, keep_h)
+        if not finished and mask_steps < n_steps:
+            raise ValueError(block + ": argument `noise_masks` covers " + str(mask_steps) + " decoder steps but the "
+                             "decoder has not stopped after them; pass masks of shape (batch, max_iters, size) or a "
+                             "smaller `max_iters`.")
+        return frames, stop, alignments
+
+    def _check_inputs(self, memory: Tensor, memory_lengths: Optional[Tensor], mel_targets: Optional[Tensor],
+                      max_iters: Optional[int]) -> int:
+        """Checks :meth:`forward`'s arguments; returns the steps to run (teacher-forced ``floor(T_out / r)``, capped
+        by the step cap in ``eval()``; free running the step cap)."""
+        block = "Tacotron2Decoder"
         check_float_tensor(memory, "memory", block, 3, self.memory_size, "(batch, T_in, " + str(self.memory_size) + ")")
         batch, max_time = memory.shape[0], memory.shape[1]
         if max_time < 1:
@@ -509,101 +533,133 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             limit = max_iters
         r = self.outputs_per_step
         n_mels = self.num_mels
-        n_layers = self._n_layers
-        units = self._units
-        if mel_targets is not None:
-            check_float_tensor(mel_targets, "mel_targets", block, 3, n_mels, "(batch, T_out, " + str(n_mels) + ")")
-            if mel_targets.shape[0] != batch or mel_targets.shape[1] < r:
-                raise ValueError(block + ": argument `mel_targets` must have shape (batch=" + str(batch)
-                                 + ", T_out >= outputs_per_step=" + str(r) + ", " + str(n_mels) + "); got shape "
-                                 + str(list(mel_targets.shape)) + ".")
-            n_steps = mel_targets.shape[1] // r
-            if not self.training:
-                n_steps = min(n_steps, limit)
-        elif self.training:
-            raise ValueError(block + ": argument `mel_targets` (batch, T_out, " + str(n_mels) + ") is required in "
-                             "train(): the original trains teacher-forced only; call eval() to synthesize.")
-        else:
-            n_steps = limit
+        if mel_targets is None:
+            if self.training:
+                raise ValueError(block + ": argument `mel_targets` (batch, T_out, " + str(n_mels) + ") is required in "
+                                 "train(): the original trains teacher-forced only; call eval() to synthesize.")
+            return limit
+        check_float_tensor(mel_targets, "mel_targets", block, 3, n_mels, "(batch, T_out, " + str(n_mels) + ")")
+        if mel_targets.shape[0] != batch or mel_targets.shape[1] < r:
+            raise ValueError(block + ": argument `mel_targets` must have shape (batch=" + str(batch)
+                             + ", T_out >= outputs_per_step=" + str(r) + ", " + str(n_mels) + "); got shape "
+                             + str(list(mel_targets.shape)) + ".")
+        n_steps = mel_targets.shape[1] // r
+        if not self.training:
+            n_steps = min(n_steps, limit)
+        return n_steps
 
-        # injected masks, validated; the free-running loop may use at most `mask_steps` steps of them
+    def _injected_masks(self, noise_masks: Optional[dict[str, list[Tensor]]], memory: Tensor, n_steps: int,
+                        teacher_forced: bool) -> tuple[Optional[list[Tensor]], Optional[Tensor], Optional[Tensor], int]:
+        """The injected keep-masks, validated: the pre-net's (per layer ``(batch, steps, size)``), the LSTMs'
+        (``(steps, layers, batch, units)`` for cells and outputs), and the steps they cover (``n_steps + 1``
+        without masks): the free-running loop may use at most that many."""
         mask_steps = n_steps + 1
         prenet_masks: Optional[list[Tensor]] = None
         keep_c: Optional[Tensor] = None
         keep_h: Optional[Tensor] = None
-        if noise_masks is not None:
-            if "prenet" in noise_masks:
-                given = noise_masks["prenet"]
-                doc = ("a list of " + str(len(self._prenet_sizes)) + " keep-masks (batch, steps, size), sizes "
-                       + str(self._prenet_sizes))
-                if len(given) != len(self._prenet_sizes):
-                    raise ValueError(_mask_error(block, "prenet", doc, str(len(given)) + " masks"))
-                prenet_masks = []
-                for i, m in enumerate(given):
-                    if m.dim() != 3 or m.shape[0] != batch or m.shape[2] != self._prenet_sizes[i]:
-                        raise ValueError(_mask_error(block, "prenet", doc, "mask " + str(i) + " of shape "
-                                                     + str(list(m.shape))))
-                    mask_steps = min(mask_steps, m.shape[1])
-                    prenet_masks.append(m.to(device=memory.device, dtype=memory.dtype))
-            if "decoder_LSTM" in noise_masks:
-                given = noise_masks["decoder_LSTM"]
-                doc = ("a list of " + str(n_layers) + " pairs (c_keep, h_keep), each (batch, steps, " + str(units)
-                       + ")")
-                if len(given) != 2 * n_layers:
-                    raise ValueError(_mask_error(block, "decoder_LSTM", doc, str(len(given)) + " masks"))
-                for i, m in enumerate(given):
-                    if m.dim() != 3 or m.shape[0] != batch or m.shape[2] != units:
-                        raise ValueError(_mask_error(block, "decoder_LSTM", doc, "mask " + str(i) + " of shape "
-                                                     + str(list(m.shape))))
-                    mask_steps = min(mask_steps, m.shape[1])
-                keep_c = torch.stack([given[2 * k] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
-                    device=memory.device, dtype=memory.dtype)  # (steps, layers, batch, units)
-                keep_h = torch.stack([given[2 * k + 1] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
-                    device=memory.device, dtype=memory.dtype)
-            if mel_targets is not None and mask_steps < n_steps:
-                raise ValueError(block + ": argument `noise_masks` must cover the " + str(n_steps)
-                                 + " teacher-forced decoder steps, masks of shape (batch, >= " + str(n_steps)
-                                 + ", size); got masks of " + str(mask_steps) + " steps.")
+        if noise_masks is None:
+            return prenet_masks, keep_c, keep_h, mask_steps
+        if "prenet" in noise_masks:
+            prenet_masks, mask_steps = self._prenet_masks(noise_masks["prenet"], memory, mask_steps)
+        if "decoder_LSTM" in noise_masks:
+            keep_c, keep_h, mask_steps = self._lstm_masks(noise_masks["decoder_LSTM"], memory, mask_steps)
+        if teacher_forced and mask_steps < n_steps:
+            raise ValueError("Tacotron2Decoder: argument `noise_masks` must cover the " + str(n_steps)
+                             + " teacher-forced decoder steps, masks of shape (batch, >= " + str(n_steps)
+                             + ", size); got masks of " + str(mask_steps) + " steps.")
+        return prenet_masks, keep_c, keep_h, mask_steps
 
-        memory_in = self.attention_memory(memory, memory_lengths, checked=True)
+    def _prenet_masks(self, given: list[Tensor], memory: Tensor, mask_steps: int) -> tuple[list[Tensor], int]:
+        """``noise_masks["prenet"]`` checked and moved to the memory's device and dtype; ``mask_steps`` capped by
+        their steps."""
+        doc = ("a list of " + str(len(self._prenet_sizes)) + " keep-masks (batch, steps, size), sizes "
+               + str(self._prenet_sizes))
+        if len(given) != len(self._prenet_sizes):
+            raise ValueError(_mask_error("Tacotron2Decoder", "prenet", doc, str(len(given)) + " masks"))
+        masks: list[Tensor] = []
+        for i, m in enumerate(given):
+            if m.dim() != 3 or m.shape[0] != memory.shape[0] or m.shape[2] != self._prenet_sizes[i]:
+                raise ValueError(_mask_error("Tacotron2Decoder", "prenet", doc, "mask " + str(i) + " of shape "
+                                             + str(list(m.shape))))
+            mask_steps = min(mask_steps, m.shape[1])
+            masks.append(m.to(device=memory.device, dtype=memory.dtype))
+        return masks, mask_steps
+
+    def _lstm_masks(self, given: list[Tensor], memory: Tensor, mask_steps: int) -> tuple[Tensor, Tensor, int]:
+        """``noise_masks["decoder_LSTM"]`` (``[c_0, h_0, c_1, h_1, ...]``) checked and stacked as ``(steps, layers,
+        batch, units)`` cell and output keep-masks on the memory's device and dtype; ``mask_steps`` capped by their
+        steps."""
+        n_layers = self._n_layers
+        units = self._units
+        doc = "a list of " + str(n_layers) + " pairs (c_keep, h_keep), each (batch, steps, " + str(units) + ")"
+        if len(given) != 2 * n_layers:
+            raise ValueError(_mask_error("Tacotron2Decoder", "decoder_LSTM", doc, str(len(given)) + " masks"))
+        for i, m in enumerate(given):
+            if m.dim() != 3 or m.shape[0] != memory.shape[0] or m.shape[2] != units:
+                raise ValueError(_mask_error("Tacotron2Decoder", "decoder_LSTM", doc, "mask " + str(i) + " of shape "
+                                             + str(list(m.shape))))
+            mask_steps = min(mask_steps, m.shape[1])
+        keep_c = torch.stack([given[2 * k] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
+            device=memory.device, dtype=memory.dtype)  # (steps, layers, batch, units)
+        keep_h = torch.stack([given[2 * k + 1] for k in range(n_layers)], 0).permute(2, 0, 1, 3).to(
+            device=memory.device, dtype=memory.dtype)
+        return keep_c, keep_h, mask_steps
+
+    def _teacher_forcing_inputs(self, mel_targets: Tensor, n_steps: int, prenet_masks: Optional[list[Tensor]],
+                                keep_c: Optional[Tensor], keep_h: Optional[Tensor], values: Tensor
+                                ) -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+        """The pre-net of every teacher input at once, ``(steps, batch, prenet)`` (step ``t >= 1`` reads
+        ``mel_targets[:, r*t - 1]``, step 0 zeros), and the LSTMs' keep-masks: the injected ones, else in
+        ``train()`` fresh zoneout draws."""
+        r = self.outputs_per_step
+        batch = mel_targets.shape[0]
+        go = torch.zeros(batch, 1, self.num_mels, dtype=mel_targets.dtype, device=mel_targets.device)
+        inputs = torch.cat([go, mel_targets[:, r - 1::r][:, :n_steps - 1]], 1)  # (batch, steps, num_mels)
+        step_masks: Optional[list[Tensor]] = None
+        if prenet_masks is not None:
+            step_masks = [m[:, :n_steps] for m in prenet_masks]
+        teacher_prenet = self.prenet(inputs, step_masks).transpose(0, 1)  # (steps, batch, prenet)
+        if self.training and keep_c is None and self.zoneout > 0.0:
+            keep_c = keep_masks([n_steps, self._n_layers, batch, self._units], self.zoneout, values)
+            keep_h = keep_masks([n_steps, self._n_layers, batch, self._units], self.zoneout, values)
+        return teacher_prenet, keep_c, keep_h
+
+    def _decode(self, n_steps: int, mask_steps: int, teacher_prenet: Optional[Tensor], memory: AttentionMemory,
+                prenet_keep: Optional[list[Tensor]], keep_c: Optional[Tensor], keep_h: Optional[Tensor]
+                ) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """The loop, ``(frames, stop, alignments, finished)``: scripted, :func:`decoder_loop` (the LSTM weights
+        packed per call when no gradient is recorded: no cache here); eager, :meth:`_eager_decode`."""
+        values = memory.values
+        go_frame = torch.zeros(values.shape[0], self.num_mels, dtype=values.dtype, device=values.device)
         cfg = self.step_config()
-        teacher_prenet: Optional[Tensor] = None
-        prenet_keep: Optional[list[Tensor]] = None
-        if mel_targets is not None:
-            go = torch.zeros(batch, 1, n_mels, dtype=mel_targets.dtype, device=mel_targets.device)
-            inputs = torch.cat([go, mel_targets[:, r - 1::r][:, :n_steps - 1]], 1)  # (batch, steps, num_mels)
-            step_masks: Optional[list[Tensor]] = None
-            if prenet_masks is not None:
-                step_masks = [m[:, :n_steps] for m in prenet_masks]
-            teacher_prenet = self.prenet(inputs, step_masks).transpose(0, 1)  # (steps, batch, prenet)
-            if self.training and keep_c is None and self.zoneout > 0.0:
-                keep_c = keep_masks([n_steps, n_layers, batch, units], self.zoneout, memory_in.values)
-                keep_h = keep_masks([n_steps, n_layers, batch, units], self.zoneout, memory_in.values)
-        elif prenet_masks is not None:
-            prenet_keep = [m.transpose(0, 1) for m in prenet_masks]
-        go_frame = torch.zeros(batch, n_mels, dtype=memory.dtype, device=memory.device)
         if torch.jit.is_scripting():
             w = self.step_weights()
-            if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):  # packed per call: no cache here
+            if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):
                 packed: list[Tensor] = []
                 for x in w.lstm_weights:
                     packed.append(pack(x, batch))
                 w = with_packed(w, packed)
             frames, stop, alignments, finished, _ = decoder_loop(
-                n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, None,
+                n_steps, mask_steps, teacher_prenet, go_frame, memory, w, cfg, prenet_keep, keep_c, keep_h, None,
                 self.training, self.stop_at_any)
         else:
-            w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, batch)
-            frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
-                n_steps, mask_steps, teacher_prenet, go_frame, memory_in, w, cfg, prenet_keep, keep_c, keep_h, taps,
-                self.training, self.stop_at_any, python=w.lstm_packed_t is not None)
-            if holder is not None:
-                holder.inputs = list(step_inputs)
-        if not finished and mask_steps < n_steps:
-            raise ValueError(block + ": argument `noise_masks` covers " + str(mask_steps) + " decoder steps but the "
-                             "decoder has not stopped after them; pass masks of shape (batch, max_iters, size) or a "
-                             "smaller `max_iters`.")
-        return frames, stop, alignments
+            frames, stop, alignments, finished = self._eager_decode(n_steps, mask_steps, teacher_prenet, go_frame,
+                                                                    memory, cfg, prenet_keep, keep_c, keep_h)
+        return frames, stop, alignments, finished
+
+    @torch.jit.unused
+    def _eager_decode(self, n_steps: int, mask_steps: int, teacher_prenet: Optional[Tensor], go_frame: Tensor,
+                      memory: AttentionMemory, cfg: DecoderConfig, prenet_keep: Optional[list[Tensor]],
+                      keep_c: Optional[Tensor], keep_h: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """An eager call's loop (:func:`_eager_decoder_loop`) with the weights of :meth:`_loop_weights`; training
+        through weight-gradient taps, it hands the steps' LSTM inputs to the taps' holder."""
+        w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, go_frame.shape[0])
+        frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
+            n_steps, mask_steps, teacher_prenet, go_frame, memory, w, cfg, prenet_keep, keep_c, keep_h, taps,
+            self.training, self.stop_at_any, python=w.lstm_packed_t is not None)
+        if holder is not None:
+            holder.inputs = list(step_inputs)
+        return frames, stop, alignments, finished
 
     @torch.jit.unused
     def step_module(self) -> DecoderStep:

@@ -116,8 +116,8 @@ def tacotron2_loss(model, outputs: dict[str, Tensor], mel_targets: Tensor, stop_
     zero = dec.new_zeros(())
     if hp.mask_decoder:
         if targets_lengths is None:
-            raise ValueError("tacotron2_loss: argument `targets_lengths` (integer tensor of shape (batch,)) is required "
-                             "when hparams.mask_decoder is True.")
+            raise ValueError("tacotron2_loss: argument `targets_lengths` (integer tensor of shape (batch,)) is "
+                             "required when hparams.mask_decoder is True.")
         before = masked_mse(mel_t, dec, targets_lengths, outputs_per_step=r, reduction=reduction)
         after = masked_mse(mel_t, mel, targets_lengths, outputs_per_step=r, reduction=reduction)
         stop = masked_sigmoid_cross_entropy(stop_t, logits, targets_lengths, outputs_per_step=r,

@@ -61,8 +61,10 @@ class TFBatchNorm(nn.Module):
                 mean = x.mean(dim=dims)
                 var = x.var(dim=dims, unbiased=False)
             with torch.no_grad():
-                self.running_mean.mul_(self.momentum).add_(mean.detach().to(self.running_mean.dtype), alpha=1.0 - self.momentum)
-                self.running_var.mul_(self.momentum).add_(var.detach().to(self.running_var.dtype), alpha=1.0 - self.momentum)
+                self.running_mean.mul_(self.momentum).add_(mean.detach().to(self.running_mean.dtype),
+                                                           alpha=1.0 - self.momentum)
+                self.running_var.mul_(self.momentum).add_(var.detach().to(self.running_var.dtype),
+                                                          alpha=1.0 - self.momentum)
         else:
             mean = self.running_mean.to(x.dtype)
             var = self.running_var.to(x.dtype)

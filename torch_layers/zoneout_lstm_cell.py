@@ -98,7 +98,8 @@ class ZoneoutLSTMCell(TF1WeightsMixin, nn.Module):
                  zoneout_factor_output: float = 0.0, tf1_scope: Optional[str] = None, device=None, dtype=None):
         super().__init__()
         if input_size < 1 or num_units < 1:
-            raise ValueError(f"ZoneoutLSTMCell: `input_size` and `num_units` must be >= 1; got {input_size}, {num_units}.")
+            raise ValueError(f"ZoneoutLSTMCell: `input_size` and `num_units` must be >= 1; got {input_size}, "
+                             f"{num_units}.")
         self.input_size = int(input_size)
         self.num_units = int(num_units)
         self.zoneout_factor_cell = check_zoneout(zoneout_factor_cell, "zoneout_factor_cell", "ZoneoutLSTMCell")
@@ -149,7 +150,8 @@ class ZoneoutLSTMCell(TF1WeightsMixin, nn.Module):
             c_prev, h_prev = state
             check_float_tensor(c_prev, "state[0] (c)", block, 2, self.num_units, self._state_doc)
             check_float_tensor(h_prev, "state[1] (h)", block, 2, self.num_units, self._state_doc)
-        gates = torch.addmm(effective_bias(self.bias, self.forget_bias), torch.cat([inputs, h_prev], 1), self.weight.t())
+        gates = torch.addmm(effective_bias(self.bias, self.forget_bias), torch.cat([inputs, h_prev], 1),
+                            self.weight.t())
         c_new, h_new = lstm_from_gates(gates, c_prev)
         keep_c: Optional[Tensor] = None
         keep_h: Optional[Tensor] = None

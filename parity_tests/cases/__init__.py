@@ -11,8 +11,8 @@ import pkgutil
 
 def discover() -> list:
     """All case modules, sorted by name."""
-    return [importlib.import_module(f"{__name__}.{m.name}") for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
-            if not m.name.startswith("_")]
+    return [importlib.import_module(f"{__name__}.{m.name}")
+            for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name) if not m.name.startswith("_")]
 
 
 def run_case(module) -> list:

@@ -58,7 +58,8 @@ def conv_stack_specs(stack: ConvStack) -> list:
         x = randn(shape, seed=stack.input_seed + i)
         specs.append(LegacySpec(stack.block, config, {"inputs": x}, seed=i))
         specs.append(LegacySpec(stack.block, config, {"inputs": x}, seed=i, training=True))
-    specs.append(LegacySpec(stack.block, stack.rate_config, {"inputs": randn(stack.rate_shape, seed=stack.rate_input_seed)},
+    specs.append(LegacySpec(stack.block, stack.rate_config,
+                            {"inputs": randn(stack.rate_shape, seed=stack.rate_input_seed)},
                             seed=stack.rate_spec_seed, training=True))
     return specs
 
@@ -84,9 +85,11 @@ def conv_stack_rows(stack: ConvStack, legacy) -> list:
         kb = keras_from_checkpoint(_keras(config), infer)
         tb = torch_from_checkpoint(_torch(config, shape[-1]), infer).eval()
         ref = infer.outputs["outputs"]
-        out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL, relative=rel))
+        out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL,
+                           relative=rel))
         with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref, FLOAT32_TOL, relative=rel))
+            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref,
+                               FLOAT32_TOL, relative=rel))
 
         # training mode: batch statistics + the dropout masks TF1 drew
         masks = _masks(train, n)

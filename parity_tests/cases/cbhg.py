@@ -102,7 +102,8 @@ def _rows(legacy):
         tl = None if lens is None else torch_tensor(lens)
         out.append(compare(BLOCK, "TF1->Keras" + mode, f"{label}: outputs", kb(x, lens, training=training), ref, tol))
         with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch" + mode, f"{label}: outputs", to_numpy(tb(torch_tensor(x), tl)), ref, tol))
+            out.append(compare(BLOCK, "TF1->torch" + mode, f"{label}: outputs", to_numpy(tb(torch_tensor(x), tl)), ref,
+                               tol))
 
         # Keras <-> torch through tf1_weights, Keras' own initialisation
         kr = _keras(config)

@@ -19,8 +19,10 @@ BLOCK = "Conv1DBlock"
 
 # (label, config, input shape): odd/even kernels, both BN positions, batch 1, time 1
 CASES = [
-    ("k5 before relu", dict(kernel_size=5, channels=16, activation="relu", drop_rate=0.5, bn_position="before"), (3, 9, 8)),
-    ("k4 after tanh", dict(kernel_size=4, channels=12, activation="tanh", drop_rate=0.5, bn_position="after"), (2, 7, 6)),
+    ("k5 before relu", dict(kernel_size=5, channels=16, activation="relu", drop_rate=0.5, bn_position="before"),
+     (3, 9, 8)),
+    ("k4 after tanh", dict(kernel_size=4, channels=12, activation="tanh", drop_rate=0.5, bn_position="after"),
+     (2, 7, 6)),
     ("k2 B1 T1 linear", dict(kernel_size=2, channels=5, activation="linear", drop_rate=0.0), (1, 1, 3)),
 ]
 
@@ -58,7 +60,8 @@ def rows(legacy):
         ref = infer.outputs["outputs"]
         out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL))
         with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref, FLOAT32_TOL))
+            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref,
+                               FLOAT32_TOL))
 
         # training mode: batch statistics + the dropout masks TF1 drew
         kt = keras_from_checkpoint(_keras(config), train)
@@ -69,7 +72,8 @@ def rows(legacy):
                            kt(x, training=True, dropout_mask=mask), ref_t, FLOAT32_TOL))
         with torch.no_grad():
             yt = tt(torch_tensor(x), dropout_mask=None if mask is None else torch_tensor(mask))
-        out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs (injected masks)", to_numpy(yt), ref_t, FLOAT32_TOL))
+        out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs (injected masks)", to_numpy(yt), ref_t,
+                           FLOAT32_TOL))
 
         # Keras <-> torch through tf1_weights, fresh random initialisation
         kr = _keras(config)
@@ -77,7 +81,8 @@ def rows(legacy):
         yk = kr(xr, training=False)
         tr = keras_to_torch(kr, _torch(config, shape[-1])).eval()
         with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk, FLOAT32_TOL))
+            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk,
+                               FLOAT32_TOL))
 
     # the dropout rate holds statistically (both frameworks, random masks)
     cfg = dict(kernel_size=3, channels=64, activation="linear", drop_rate=0.5)

@@ -129,7 +129,8 @@ def rows(legacy):
     y64 = _flat(*k64(x, training=False))
     t64 = keras_to_torch(k64, _torch(config, n_in).double()).eval()
     with torch.no_grad():
-        out += _compare_all("Keras<->torch float64", label, _flat(*t64(torch_tensor(x))), y64, config["layers"], FLOAT64_TOL)
+        out += _compare_all("Keras<->torch float64", label, _flat(*t64(torch_tensor(x))), y64, config["layers"],
+                            FLOAT64_TOL)
 
     # the seed's one-step API from random states
     label, config, n_in, batch = STEP
@@ -143,7 +144,8 @@ def rows(legacy):
         tag = f"{label}{' (injected masks)' if mode else ''}"
         mk = _pairs(ins, layers) if mode else None
         mt = _pairs(ins, layers, torch_tensor) if mode else None
-        out += _compare_all("TF1->Keras" + mode, tag, _flat(*kb(ins["inputs"], states, training=bool(mode), zoneout_masks=mk)),
+        out += _compare_all("TF1->Keras" + mode, tag,
+                            _flat(*kb(ins["inputs"], states, training=bool(mode), zoneout_masks=mk)),
                             ref, layers, FLOAT32_TOL)
         with torch.no_grad():
             st = [(torch_tensor(c), torch_tensor(h)) for c, h in states]

@@ -32,9 +32,10 @@ def _torch(config, in_channels):
     return torch_layers.EncoderConvolutions(in_channels, **config)
 
 
-STACK = ConvStack(BLOCK, _keras, _torch, CASES, RAYHANE, RATE_CONFIG, RATE_SHAPE, rate_label='linear stack: 1 - mean(mask)',
-                  stat_config=dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5, activation="linear"), input_seed=20, rate_input_seed=29,
-                  rate_spec_seed=9, stat_seed=7)
+STACK = ConvStack(BLOCK, _keras, _torch, CASES, RAYHANE, RATE_CONFIG, RATE_SHAPE,
+                  rate_label='linear stack: 1 - mean(mask)',
+                  stat_config=dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5, activation="linear"),
+                  input_seed=20, rate_input_seed=29, rate_spec_seed=9, stat_seed=7)
 
 
 def legacy_specs():

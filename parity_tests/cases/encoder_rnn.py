@@ -93,10 +93,11 @@ def rows(legacy):
         masks = _masks(config, batch, time, 400 + i)
         ykt = kr(x, lens, training=True, zoneout_masks=_nested(masks))
         with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(x), torch_tensor(lens))),
-                               yk, tol))
+            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs",
+                               to_numpy(tr(torch_tensor(x), torch_tensor(lens))), yk, tol))
             ytt = tr(torch_tensor(x), torch_tensor(lens), zoneout_masks=_nested(masks, torch_tensor))
-            out.append(compare(BLOCK, "Keras<->torch train", f"{label} (injected masks): outputs", to_numpy(ytt), ykt, tol))
+            out.append(compare(BLOCK, "Keras<->torch train", f"{label} (injected masks): outputs", to_numpy(ytt), ykt,
+                               tol))
 
     # float64 mode: maths bugs separated from float32 noise
     label, config, n_in, batch, time, lengths, _ = CASES[1]
@@ -106,6 +107,6 @@ def rows(legacy):
     y64 = k64(x, lens, training=False)
     t64 = keras_to_torch(k64, _torch(config, n_in).double()).eval()
     with torch.no_grad():
-        out.append(compare(BLOCK, "Keras<->torch float64", f"{label}: outputs", to_numpy(t64(torch_tensor(x), torch_tensor(lens))),
-                           y64, FLOAT64_TOL))
+        out.append(compare(BLOCK, "Keras<->torch float64", f"{label}: outputs",
+                           to_numpy(t64(torch_tensor(x), torch_tensor(lens))), y64, FLOAT64_TOL))
     return out

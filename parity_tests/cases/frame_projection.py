@@ -58,13 +58,14 @@ def rows(legacy):
         ref = result.outputs["outputs"]
         kb = keras_from_checkpoint(_keras(config), result)
         tb = torch_from_checkpoint(_torch(config, shape[-1]), result).eval()
-        out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL, relative=True))
+        out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x, training=False), ref, FLOAT32_TOL,
+                           relative=True))
         with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref, FLOAT32_TOL,
-                               relative=True))
-            # the TF1 block has no training switch: training mode must give the same numbers
-            out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs", to_numpy(tb.train()(torch_tensor(x))), ref,
+            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref,
                                FLOAT32_TOL, relative=True))
+            # the TF1 block has no training switch: training mode must give the same numbers
+            out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs", to_numpy(tb.train()(torch_tensor(x))),
+                               ref, FLOAT32_TOL, relative=True))
         out.append(compare(BLOCK, "TF1->Keras train", f"{label}: outputs", kb(x, training=True), ref, FLOAT32_TOL,
                            relative=True))
 
@@ -73,6 +74,6 @@ def rows(legacy):
         yk = kr(xr)
         tr = keras_to_torch(kr, _torch(config, shape[-1])).eval()
         with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk, FLOAT32_TOL,
-                               relative=True))
+            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk,
+                               FLOAT32_TOL, relative=True))
     return out

@@ -52,7 +52,8 @@ def rows(legacy):
         tb = torch_from_checkpoint(_torch(config), res).eval()
         out.append(compare(BLOCK, "TF1->Keras", f"{label}: outputs", kb(x), ref, FLOAT32_TOL))
         with torch.no_grad():
-            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref, FLOAT32_TOL))
+            out.append(compare(BLOCK, "TF1->torch", f"{label}: outputs", to_numpy(tb(torch_tensor(x))), ref,
+                               FLOAT32_TOL))
 
         # Keras <-> torch through tf1_weights, Keras' own initialisation
         kr = _keras(config)
@@ -60,5 +61,6 @@ def rows(legacy):
         yk = kr(xr)
         tr = keras_to_torch(kr, _torch(config)).eval()
         with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk, FLOAT32_TOL))
+            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs", to_numpy(tr(torch_tensor(xr))), yk,
+                               FLOAT32_TOL))
     return out

@@ -7,9 +7,9 @@ and -inf positions of every output to match the TF1 ones exactly (and the finite
 docstrings promise "NaN and inf propagate as in the original TF1 graph". A row ``... non-finite outputs`` per
 block states how many non-finite entries the reference produced (so a case that accidentally stayed finite
 would show 0 and FAIL). The attention's alignments and states are softmax rows: there the reference is compared
-at the level the original guarantees on every CPU (a row holding a NaN, see ``poison_softmax_rows``). The torch-native modules and the blocks without a TF1 graph of their own (TF1GRUCell,
-Tacotron2Decoder, Tacotron2) are covered against the other framework in ``tests/test_nonfinite_*.py`` and
-``tests/test_nonfinite_twins.py``.
+at the level the original guarantees on every CPU (a row holding a NaN, see ``poison_softmax_rows``). The torch-native
+modules and the blocks without a TF1 graph of their own (TF1GRUCell, Tacotron2Decoder, Tacotron2) are covered
+against the other framework in ``tests/test_nonfinite_*.py`` and ``tests/test_nonfinite_twins.py``.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ CASES = [
     ("Prenet [6,5]", "Prenet", dict(layers_sizes=[6, 5], drop_rate=0.5), {"inputs": _seq((3, 6, 4), 5, **_FRAME)}),
     ("FrameProjection 3", "FrameProjection", dict(shape=3), {"inputs": _seq((3, 6, 4), 6, **_FRAME)}),
     ("StopProjection 2 (sigmoid)", "StopProjection", dict(shape=2), {"inputs": _seq((3, 6, 4), 7, **_FRAME)}),
-    ("ZoneoutLSTMCell 4 units", "ZoneoutLSTMCell", dict(num_units=4, zoneout_factor_cell=0.1, zoneout_factor_output=0.2),
+    ("ZoneoutLSTMCell 4 units", "ZoneoutLSTMCell",
+     dict(num_units=4, zoneout_factor_cell=0.1, zoneout_factor_output=0.2),
      {"inputs": _seq((3, 6, 3), 8, **_FRAME), "c0": _seq((3, 4), 9, posinf=[(2, 1)]), "h0": randn((3, 4), seed=10)}),
     # lengths [8, 5, 3]: a NaN inside example 0, NaN/+inf in the padding of example 1, -inf inside example 2
     # and +inf in its padding

@@ -36,9 +36,10 @@ def _torch(config, in_channels):
     return torch_layers.Postnet(in_channels, **config)
 
 
-STACK = ConvStack(BLOCK, _keras, _torch, CASES, RAYHANE, RATE_CONFIG, RATE_SHAPE, rate_label='1-layer (linear) postnet: 1 - mean(mask)',
-                  stat_config=dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5), input_seed=30, rate_input_seed=39,
-                  rate_spec_seed=19, stat_seed=8)
+STACK = ConvStack(BLOCK, _keras, _torch, CASES, RAYHANE, RATE_CONFIG, RATE_SHAPE,
+                  rate_label='1-layer (linear) postnet: 1 - mean(mask)',
+                  stat_config=dict(kernel_size=3, channels=64, num_layers=2, drop_rate=0.5), input_seed=30,
+                  rate_input_seed=39, rate_spec_seed=19, stat_seed=8)
 
 
 def legacy_specs():

@@ -95,18 +95,20 @@ def rows(legacy):
         # Keras <-> torch through tf1_weights, fresh random initialisation, the same random masks
         kr = _keras(config)
         xr = randn(shape, seed=240 + i)
-        rm = [(np.random.default_rng(340 + i + j).random(shape[:-1] + (size,)) >= config["drop_rate"]).astype(np.float32)
+        rm = [(np.random.default_rng(340 + i + j).random(shape[:-1] + (size,))
+               >= config["drop_rate"]).astype(np.float32)
               for j, size in enumerate(config["layers_sizes"])]
         yk = kr(xr, training=False, dropout_masks=rm)
         tr = keras_to_torch(kr, _torch(config, shape[-1])).eval()
         with torch.no_grad():
-            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs (same masks)", to_numpy(tr(torch_tensor(xr), _t(rm))),
-                               yk, FLOAT32_TOL))
+            out.append(compare(BLOCK, "Keras<->torch", f"{label}: outputs (same masks)",
+                               to_numpy(tr(torch_tensor(xr), _t(rm))), yk, FLOAT32_TOL))
 
     # dropout is on at inference: TF1 (legacy inference graph), Keras (training=False), torch (eval())
     rate = RATE_CONFIG["drop_rate"]
     y_tf1 = legacy[-1].outputs["outputs"]
-    out.append(stat_row(BLOCK, "TF1 inference dropout rate", "fraction dropped", float(np.mean(y_tf1 == 0)), rate, 0.03))
+    out.append(stat_row(BLOCK, "TF1 inference dropout rate", "fraction dropped", float(np.mean(y_tf1 == 0)),
+                        rate, 0.03))
     x = randn((16, 80), seed=8)
     kb = _keras({**RATE_CONFIG, "seed": 3})
     yk = np.asarray(kb(x, training=False))

@@ -21,7 +21,8 @@ CASES = [
     ("1 layer B1 T1", dict(mel_n_channels=5, model_hidden_size=6, model_num_layers=1, model_embedding_size=4), (1, 1)),
 ]
 # (label, speakers, utterances, embedding size, w, b)
-LOSS_CASES = [("8 spk x 5 utt x 256", 8, 5, 256, 10.0, -5.0), ("3 spk x 2 utt x 16, trained w/b", 3, 2, 16, 13.5, -7.25)]
+LOSS_CASES = [("8 spk x 5 utt x 256", 8, 5, 256, 10.0, -5.0),
+              ("3 spk x 2 utt x 16, trained w/b", 3, 2, 16, 13.5, -7.25)]
 
 
 def legacy_specs():

@@ -55,7 +55,8 @@ def rows(legacy):
     out = []
     for i, (label, config, shape, _) in enumerate(CASES):
         for result, mode in ((legacy[2 * i], ""), (legacy[2 * i + 1], " train")):
-            what = "logits" if mode else "probabilities" if config.get("activation", "sigmoid") == "sigmoid" else "outputs"
+            what = ("logits" if mode else "probabilities" if config.get("activation", "sigmoid") == "sigmoid"
+                    else "outputs")
             x = result.spec.inputs["inputs"]
             ref = result.outputs["outputs"]
             kb = keras_from_checkpoint(_keras(config), result)

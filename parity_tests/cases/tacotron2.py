@@ -11,9 +11,10 @@ Both twins are built with ``Tacotron2.from_tf1_checkpoint`` from the real TF1 ch
   stop-token bias set so that it never fires);
 * training: every loss term and the gradient of every variable -- RTVC with the default loss (``mask_decoder``
   off: plain means, RTVC's L1 term on the decoder outputs) and rates on, every dropout/zoneout keep-mask
-  injected; Rayhane with ``mask_decoder`` (masked terms, the masked linear loss) and rates 0. Gradient rows compare ``max |Δ| / max |g_TF1|`` per
-  variable (docs/ARCHITECTURE.md, tolerances: within 1e-3 of the largest gradient of each variable; the scale is floored at 1e-3 of the
-  model's largest gradient, see :func:`_grad_rows`) and report the worst variable of each part of the model.
+  injected; Rayhane with ``mask_decoder`` (masked terms, the masked linear loss) and rates 0. Gradient rows compare
+  ``max |Δ| / max |g_TF1|`` per variable (docs/ARCHITECTURE.md, tolerances: within 1e-3 of the largest gradient of each
+  variable; the scale is floored at 1e-3 of the model's largest gradient, see :func:`_grad_rows`) and report the worst
+  variable of each part of the model.
 """
 from __future__ import annotations
 

@@ -146,8 +146,12 @@ def _rate_rows():
         _, (ct, ht) = tc(torch_tensor(x), (torch_tensor(c0), torch_tensor(h0)))
     tol = 0.02  # ~8 standard errors at n = 16384
     return [
-        stat_row(BLOCK, "Keras zoneout rate", "cell: fraction kept at previous", float(np.mean(np.asarray(c) == c0)), z_c, tol),
-        stat_row(BLOCK, "Keras zoneout rate", "hidden: fraction kept at previous", float(np.mean(np.asarray(h) == h0)), z_h, tol),
-        stat_row(BLOCK, "torch zoneout rate", "cell: fraction kept at previous", float(np.mean(to_numpy(ct) == c0)), z_c, tol),
-        stat_row(BLOCK, "torch zoneout rate", "hidden: fraction kept at previous", float(np.mean(to_numpy(ht) == h0)), z_h, tol),
+        stat_row(BLOCK, "Keras zoneout rate", "cell: fraction kept at previous", float(np.mean(np.asarray(c) == c0)),
+                 z_c, tol),
+        stat_row(BLOCK, "Keras zoneout rate", "hidden: fraction kept at previous", float(np.mean(np.asarray(h) == h0)),
+                 z_h, tol),
+        stat_row(BLOCK, "torch zoneout rate", "cell: fraction kept at previous", float(np.mean(to_numpy(ct) == c0)),
+                 z_c, tol),
+        stat_row(BLOCK, "torch zoneout rate", "hidden: fraction kept at previous", float(np.mean(to_numpy(ht) == h0)),
+                 z_h, tol),
     ]

@@ -112,7 +112,8 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
         build = builders[spec["block"]]
         if prefix:
             with v1.variable_scope(prefix):
-                block_scope, outputs = build(spec["config"], tensors, spec.get("training", False), spec.get("options", {}))
+                block_scope, outputs = build(spec["config"], tensors, spec.get("training", False),
+                                             spec.get("options", {}))
         else:
             block_scope, outputs = build(spec["config"], tensors, spec.get("training", False), spec.get("options", {}))
         model_vars = v1.global_variables()

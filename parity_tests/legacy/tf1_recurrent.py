@@ -108,7 +108,8 @@ def zoneout_lstm_sequence(inputs, initial_state, config, training, zoneout_masks
     """
     name = config.get("tf1_scope") or "lstm_cell"
     u = int(config["num_units"])
-    cell = ZoneoutLSTM(u, config.get("zoneout_factor_cell", 0.0), config.get("zoneout_factor_output", 0.0), training, name)
+    cell = ZoneoutLSTM(u, config.get("zoneout_factor_cell", 0.0), config.get("zoneout_factor_output", 0.0), training,
+                       name)
     x, runner = inputs, cell
     if zoneout_masks is not None:
         n_in = int(inputs.shape[-1])

@@ -1,4 +1,5 @@
-"""Migration of legacy TF1 Tacotron-2 checkpoints to Keras and PyTorch (``speechblocks inspect`` / ``migrate``; framework-free).
+"""Migration of legacy TF1 Tacotron-2 checkpoints to Keras and PyTorch (``speechblocks inspect`` / ``migrate``;
+framework-free).
 
 * :mod:`.schema` -- which blocks exist, their TF1 names, and how a block's constructor config is
   inferred from variable shapes (pure Python, no framework import).

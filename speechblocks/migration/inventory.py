@@ -17,8 +17,8 @@ from ..tf1_checkpoint_file import CheckpointError
 from ..tf1_checkpoint_reader import TF1CheckpointReader
 from .schema import BLOCK_KINDS, BlockKind, ConfigInferenceError, NoTacotronBlocksError
 
-__all__ = ["CheckpointInventory", "RecognisedBlock", "ModelFound", "inspect_checkpoint", "open_checkpoint", "EMA_SUFFIX",
-           "is_optimizer_variable", "CheckpointReadError"]
+__all__ = ["CheckpointInventory", "RecognisedBlock", "ModelFound", "inspect_checkpoint", "open_checkpoint",
+           "EMA_SUFFIX", "is_optimizer_variable", "CheckpointReadError"]
 
 EMA_SUFFIX = "/ExponentialMovingAverage"
 
@@ -216,8 +216,8 @@ def open_checkpoint(path) -> tuple[str, TF1CheckpointReader]:
 
 
 def _match_shadows(shadows: dict[str, str], model: set[str]) -> tuple[dict[str, str], list[str]]:
-    """``({model variable: shadow}, [shadows of no model variable])``. A shadow created inside a scope repeats that scope
-    (``Tacotron_model/Tacotron_model/inference/.../ExponentialMovingAverage``): it belongs to the model
+    """``({model variable: shadow}, [shadows of no model variable])``. A shadow created inside a scope repeats that
+    scope (``Tacotron_model/Tacotron_model/inference/.../ExponentialMovingAverage``): it belongs to the model
     variable its name ends with."""
     out, orphans = {}, []
     for base, shadow in shadows.items():

@@ -184,8 +184,9 @@ def model_hparams(model_json, shapes: dict | None, path: str, hparams=None, over
 def read_block_table(blocks_json, path: str) -> dict:
     """Parses and validates the JSON block table of a migrated file.
 
-    Every block path must be one of the library's (docs/ARCHITECTURE.md, TF1 names) with its class, a config (a JSON object whose keys
-    are not the reader's own ``device``/``dtype``/``name``), a positive int input size and a list of TF1 keys.
+    Every block path must be one of the library's (docs/ARCHITECTURE.md, TF1 names) with its class, a config (a JSON
+    object whose keys are not the reader's own ``device``/``dtype``/``name``), a positive int input size and a list of
+    TF1 keys.
 
     Raises:
         MigratedFileError: one line naming the file and the first bad entry.
@@ -355,8 +356,8 @@ def read_keras_file(path, table_reader=read_block_table) -> MigratedKerasFile:
     path = os.fspath(path)
     if file_kind(path) == "torch":
         raise MigratedFileError(f"{path!r} is a torch file (written by `speechblocks migrate --to torch`): read it "
-                                "with torch_layers (torch_layers.Tacotron2.from_migrated / torch_layers.load_migrated), "
-                                "or migrate the checkpoint again with --to keras")
+                                "with torch_layers (torch_layers.Tacotron2.from_migrated / "
+                                "torch_layers.load_migrated), or migrate the checkpoint again with --to keras")
     try:
         f = h5py.File(path, "r")
     except Exception:  # noqa: BLE001 -- h5py raises OSError, KeyError, ValueError, ... on damage

@@ -144,7 +144,8 @@ def _infer_decoder_rnn(s, scope):
 def _expect_decoder_rnn(c, cin, scope):
     out = {}
     for i in range(c["layers"]):
-        out.update(lstm_shapes(f"multi_rnn_cell/cell_{i}/decoder_LSTM_{i + 1}", cin if i == 0 else c["size"], c["size"]))
+        out.update(lstm_shapes(f"multi_rnn_cell/cell_{i}/decoder_LSTM_{i + 1}", cin if i == 0 else c["size"],
+                               c["size"]))
     return out
 
 

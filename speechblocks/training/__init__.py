@@ -21,6 +21,7 @@ from .noise import draw_noise_masks, noise_mask_rows
 from .schedule import learning_rate
 
 __all__ = ["BATCHES_PER_GROUP", "BatchSampler", "MetadataEntry", "add_guided_attention_weights", "batch_groups",
-           "check_example_files", "draw_noise_masks", "guided_attention_weights", "learning_rate", "load_example", "make_test_batches", "metadata_split",
+           "check_example_files", "draw_noise_masks", "guided_attention_weights", "learning_rate", "load_example",
+           "make_test_batches", "metadata_split",
            "noise_mask_rows", "pad_batch", "prepare_batch", "read_metadata", "round_up", "shard_rows",
            "split_train_test", "target_pad_value", "uses_linear_targets"]

@@ -69,7 +69,8 @@ def prepare_batch(examples: Sequence[tuple], hparams, n_symbols: int | None = No
     n_symbols = len(SYMBOLS) if n_symbols is None else int(n_symbols)
     if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence) or len(examples) == 0:
         raise ValueError("prepare_batch: `examples` must be a non-empty list of (ids, mel, speaker_embedding) "
-                         f"tuples; got {type(examples).__name__} of length {len(examples) if hasattr(examples, '__len__') else '?'}.")
+                         f"tuples; got {type(examples).__name__} of length "
+                         f"{len(examples) if hasattr(examples, '__len__') else '?'}.")
     ids_list, mels, embeds, linears = [], [], [], []
     for i, example in enumerate(examples):
         if not isinstance(example, (tuple, list)) or len(example) not in (3, 4):

@@ -100,7 +100,8 @@ def _test_count(num_examples: int, hparams) -> int:
         n_test = get_int(hparams, "tacotron_test_batches", minimum=0) * get_int(hparams, "tacotron_batch_size")
     elif isinstance(test_size, float):
         if not 0.0 < test_size < 1.0:
-            raise ValueError(f"training: hparam `tacotron_test_size` as a fraction must lie in (0, 1); got {test_size}.")
+            raise ValueError("training: hparam `tacotron_test_size` as a fraction must lie in (0, 1); got "
+                             f"{test_size}.")
         n_test = math.ceil(test_size * num_examples)
     else:
         n_test = get_int(hparams, "tacotron_test_size", minimum=1)

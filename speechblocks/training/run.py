@@ -18,9 +18,9 @@ A backend (``torch_layers.Tacotron2Trainer``, ``tf_layers.Tacotron2Trainer``) im
   backend under ``torchrun``;
 * ``hparams`` (the model's :class:`~speechblocks.Tacotron2HParams`), ``train_step(batch, learning_rate, seed) ->
   StepResult`` (data-parallel: ``train_step(batch, learning_rate, seed, rows)`` with the rank's rows of the global
-  batch and ``rows = (first row, global batch size)``), ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``, ``teacher_forced(batch,
-  max_iters) -> mel_outputs``, ``save_model(path)``, ``optimizer_state() -> (updates, {slot name: array})``,
-  ``load_optimizer_state(updates, slots)``.
+  batch and ``rows = (first row, global batch size)``), ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``,
+  ``teacher_forced(batch, max_iters) -> mel_outputs``, ``save_model(path)``,
+  ``optimizer_state() -> (updates, {slot name: array})``, ``load_optimizer_state(updates, slots)``.
 
 The run folder ``RUN``::
 

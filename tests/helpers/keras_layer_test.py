@@ -127,8 +127,8 @@ class _Reloader:
         self.log = open(os.path.join(self.root, "reloader.log"), "w+")  # noqa: SIM115 -- closed in close()
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
         # the child removes ``root`` once its stdin closes: xdist workers may end without running atexit
-        self.proc = subprocess.Popen([sys.executable, self.script, self.root], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, cwd=self.root, env=env)
+        self.proc = subprocess.Popen([sys.executable, self.script, self.root], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.root, env=env)
         self.count = 0
         atexit.register(self.close)
 
@@ -250,6 +250,147 @@ def _xla_check(layer, make_inputs, sizes, specs, call_kwargs, limit, atol, deter
              f"XLA differs at {sizes[0]}")
 
 
+def _deploy_limits(layer_cls, init_kwargs, make_inputs, sizes, export, xla, litert):
+    """The deployment pins: the test's, else :data:`LIMITS`'; every one documented in the layer's docstring."""
+    pins = LIMITS.get(layer_cls.__name__, {})
+    if callable(pins):
+        pins = pins(init_kwargs, make_inputs(*sizes[0]))
+    export, xla, litert = (given if given is not None else pins.get(name)
+                           for name, given in (("export", export), ("xla", xla), ("litert", litert)))
+    for name, limit in (("export", export), ("xla", xla), ("litert", litert)):
+        if limit is not None and not isinstance(limit, Limit):
+            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, Fails, SelectOps); got {limit!r}")
+    if not DEPLOY_CHECKS:
+        export = xla = Skip("SPEECHBLOCKS_DEPLOY_CHECKS=0")
+    _assert_documented(layer_cls, export, "SavedModel", "SavedModel export")
+    _assert_documented(layer_cls, xla, "XLA", "XLA")
+    _assert_documented(layer_cls, litert, "SELECT_TF_OPS" if isinstance(litert, SelectOps) else "LiteRT", "LiteRT")
+    return export, xla, litert
+
+
+def _check_inference(layer, args, call_kwargs, expected_output_shape, size, deterministic):
+    """The inference output at the first size: its shape, finite, the same at a second call; returns it."""
+    y = layer(*args, training=False, **call_kwargs)
+    if expected_output_shape is not None:
+        for t, s in zip(tf.nest.flatten(y), _shapes(expected_output_shape(*size))):
+            assert tuple(t.shape) == tuple(s), f"output shape {tuple(t.shape)} != expected {tuple(s)}"
+    for t in tf.nest.flatten(y):
+        assert np.all(np.isfinite(np.asarray(t))), "non-finite output"
+    if deterministic:
+        _assert_close(layer(*args, training=False, **call_kwargs), y, 0.0, "inference is not deterministic")
+    return y
+
+
+def _check_config_round_trip(layer_cls, layer, args, call_kwargs, y, atol, deterministic):
+    """from_config(get_config()) reproduces the config and, with copied weights, the output; the layer is registered
+    in package speechblocks. Returns the config."""
+    config = layer.get_config()
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config, "get_config() does not round-trip"
+    clone(*args, training=False, **call_kwargs)
+    clone.set_weights(layer.get_weights())
+    if deterministic:
+        _assert_close(clone(*args, training=False, **call_kwargs), y, atol, "clone with copied weights differs")
+    ser = keras.saving.serialize_keras_object(layer)
+    assert ser["registered_name"].startswith("speechblocks>"), "layer is not registered in package speechblocks"
+    keras.saving.deserialize_keras_object(ser)
+    return config
+
+
+def _default_specs(args):
+    """Every axis unknown except the last (channels) of arguments of rank >= 2."""
+    return [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2
+                          else [None] * np.ndim(a),
+                          tf.as_dtype(np.asarray(a).dtype)) for a in args]
+
+
+def _check_tf_function(layer, make_inputs, sizes, specs, call_kwargs, expected_output_shape, deterministic):
+    """``tf.function`` with unknown batch and time: one trace for every size, the eager numbers and shapes."""
+    fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs)
+    for b, t in sizes:
+        a = make_inputs(b, t)
+        got = fn(*a)
+        if deterministic:
+            _assert_close(got, layer(*a, training=False, **call_kwargs), 1e-5, f"tf.function differs at {(b, t)}")
+        if expected_output_shape is not None:
+            for g, s in zip(tf.nest.flatten(got), _shapes(expected_output_shape(b, t))):
+                assert tuple(g.shape) == tuple(s)
+
+
+def _check_training_changes(layer, args, call_kwargs, y):
+    """``training=True`` is honoured: it changes the output."""
+    yt = layer(*args, training=True, **call_kwargs)
+    diff = max(float(np.max(np.abs(u - v))) for u, v in zip(_flat(yt), _flat(y)))
+    assert diff > 0, "training=True gives the inference output"
+
+
+def _functional_models(layer_cls, config, specs, call_kwargs):
+    """A functional model holding a fresh layer (inputs ``specs``), and its flat-output form: a serving signature
+    holds a flat list of tensors, so nested outputs (e.g. RNN states) are exported flattened."""
+    inputs = [keras.Input(batch_shape=s.shape, dtype=s.dtype, name=f"in_{i:02d}") for i, s in enumerate(specs)]
+    fresh = layer_cls.from_config(config)
+    outputs = fresh(*inputs, **call_kwargs)
+    model = keras.Model(inputs, outputs)
+    flat_model = keras.Model(inputs, keras.tree.flatten(outputs)) if keras.tree.is_nested(outputs) else model
+    return model, flat_model
+
+
+def _check_keras_file(model, args, atol, deterministic):
+    """Saved as ``.keras`` and reloaded in safe mode: the same output."""
+    ref = model(args, training=False)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "m.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path, safe_mode=True)
+    if deterministic:
+        _assert_close(loaded(args, training=False), ref, atol, "reloaded .keras model differs")
+
+
+def _check_saved_model(model, flat_model, make_inputs, sizes, export, litert, atol, deploy_atol, deterministic):
+    """SavedModel export reloaded in a fresh process, at every size (or the pinned failure), then LiteRT."""
+    if isinstance(export, Fails):
+        with tempfile.TemporaryDirectory() as d:
+            expect_failure(export, "SavedModel export", lambda: flat_model.export(d, verbose=False))
+        return
+    if isinstance(export, Skip):
+        return
+    reloader = saved_model_reloader()
+    directory = reloader.new_dir()
+    calls = [make_inputs(b, t) for b, t in sizes]
+    wants = [model(c, training=False) for c in calls]
+    flat_model.export(directory, verbose=False)
+    for (b, t), got, want in zip(sizes, reloader.run(directory, calls), wants):
+        _compare(got, want, atol, deterministic, f"SavedModel reloaded in a fresh process differs at {(b, t)}")
+    if not isinstance(litert, Skip):
+        _litert_check(directory, calls, wants, litert, deploy_atol, deterministic)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _check_dtype_policies(layer_cls, init_kwargs, args, call_kwargs):
+    """Under mixed_float16 and mixed_bfloat16: float32 variables, outputs in the compute dtype, finite."""
+    for policy, dt in (("mixed_float16", tf.float16), ("mixed_bfloat16", tf.bfloat16)):
+        mp = layer_cls(**{**init_kwargs, "dtype": policy})
+        out = mp(*args, training=False, **call_kwargs)
+        for v in mp.weights:
+            if v.dtype in ("float16", "bfloat16"):
+                raise AssertionError(f"{policy}: variable {v.path} is {v.dtype}, expected float32")
+        float_outs = [t for t in tf.nest.flatten(out) if tf.as_dtype(t.dtype).is_floating]
+        assert any(t.dtype == dt for t in float_outs), f"{policy}: outputs are not in {dt.name}"
+        for t in float_outs:
+            assert np.all(np.isfinite(np.asarray(tf.cast(t, tf.float32)))), f"{policy}: non-finite output"
+
+
+def _check_bad_inputs(layer, bad_inputs, call_kwargs):
+    """Each bad input raises a ``ValueError`` whose message names the argument (contains the fragment)."""
+    for bad_args, fragment in bad_inputs:
+        try:
+            layer(*bad_args, training=False, **call_kwargs)
+        except ValueError as e:
+            assert fragment in str(e), f"error message {str(e)!r} does not mention {fragment!r}"
+        else:
+            raise AssertionError(f"bad input {[np.shape(a) for a in bad_args]} did not raise ValueError")
+
+
 def run_keras_layer_test(
     layer_cls,
     init_kwargs: dict,
@@ -295,117 +436,27 @@ def run_keras_layer_test(
         deploy_atol: tolerance of the XLA and LiteRT checks against the in-process layer.
     """
     call_kwargs = dict(call_kwargs or {})
-    pins = LIMITS.get(layer_cls.__name__, {})
-    if callable(pins):
-        pins = pins(init_kwargs, make_inputs(*sizes[0]))
-    export, xla, litert = (given if given is not None else pins.get(name)
-                           for name, given in (("export", export), ("xla", xla), ("litert", litert)))
-    for name, limit in (("export", export), ("xla", xla), ("litert", litert)):
-        if limit is not None and not isinstance(limit, Limit):
-            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, Fails, SelectOps); got {limit!r}")
-    if not DEPLOY_CHECKS:
-        export = xla = Skip("SPEECHBLOCKS_DEPLOY_CHECKS=0")
-    _assert_documented(layer_cls, export, "SavedModel", "SavedModel export")
-    _assert_documented(layer_cls, xla, "XLA", "XLA")
-    _assert_documented(layer_cls, litert, "SELECT_TF_OPS" if isinstance(litert, SelectOps) else "LiteRT", "LiteRT")
+    export, xla, litert = _deploy_limits(layer_cls, init_kwargs, make_inputs, sizes, export, xla, litert)
     if not isinstance(export, Skip):
         saved_model_reloader()  # the fresh process imports TensorFlow while this one runs the other checks
     layer = layer_cls(**init_kwargs)
     args = make_inputs(*sizes[0])
-    y = layer(*args, training=False, **call_kwargs)
-    if expected_output_shape is not None:
-        for t, s in zip(tf.nest.flatten(y), _shapes(expected_output_shape(*sizes[0]))):
-            assert tuple(t.shape) == tuple(s), f"output shape {tuple(t.shape)} != expected {tuple(s)}"
-    for t in tf.nest.flatten(y):
-        assert np.all(np.isfinite(np.asarray(t))), "non-finite output"
-    if deterministic_in_inference:
-        _assert_close(layer(*args, training=False, **call_kwargs), y, 0.0, "inference is not deterministic")
-
-    # config round trip: from_config(get_config()) reproduces the config and, with copied weights, the output
-    config = layer.get_config()
-    clone = layer_cls.from_config(config)
-    assert clone.get_config() == config, "get_config() does not round-trip"
-    clone(*args, training=False, **call_kwargs)
-    clone.set_weights(layer.get_weights())
-    if deterministic_in_inference:
-        _assert_close(clone(*args, training=False, **call_kwargs), y, atol, "clone with copied weights differs")
-    ser = keras.saving.serialize_keras_object(layer)
-    assert ser["registered_name"].startswith("speechblocks>"), "layer is not registered in package speechblocks"
-    keras.saving.deserialize_keras_object(ser)
-
-    # tf.function with unknown batch and time: one trace for every size
-    specs = input_specs or [tf.TensorSpec([None] * (np.ndim(a) - 1) + list(np.shape(a)[-1:]) if np.ndim(a) >= 2 else [None] * np.ndim(a),
-                           tf.as_dtype(np.asarray(a).dtype)) for a in args]
-    fn = tf.function(lambda *a: layer(*a, training=False, **call_kwargs), input_signature=specs)
-    for b, t in sizes:
-        a = make_inputs(b, t)
-        got = fn(*a)
-        if deterministic_in_inference:
-            _assert_close(got, layer(*a, training=False, **call_kwargs), 1e-5, f"tf.function differs at {(b, t)}")
-        if expected_output_shape is not None:
-            for g, s in zip(tf.nest.flatten(got), _shapes(expected_output_shape(b, t))):
-                assert tuple(g.shape) == tuple(s)
-
+    y = _check_inference(layer, args, call_kwargs, expected_output_shape, sizes[0], deterministic_in_inference)
+    config = _check_config_round_trip(layer_cls, layer, args, call_kwargs, y, atol, deterministic_in_inference)
+    specs = input_specs or _default_specs(args)
+    _check_tf_function(layer, make_inputs, sizes, specs, call_kwargs, expected_output_shape,
+                       deterministic_in_inference)
     if not isinstance(xla, Skip):
         _xla_check(layer, make_inputs, sizes, specs, call_kwargs, xla, deploy_atol, deterministic_in_inference)
-
-    # training= honoured
     if changes_in_training:
-        yt = layer(*args, training=True, **call_kwargs)
-        diff = max(float(np.max(np.abs(u - v))) for u, v in zip(_flat(yt), _flat(y)))
-        assert diff > 0, "training=True gives the inference output"
-
-    # saving as .keras, reloaded in safe mode; SavedModel export (reloaded in a fresh process) and LiteRT
+        _check_training_changes(layer, args, call_kwargs, y)
     if test_saving or not isinstance(export, Skip):
-        inputs = [keras.Input(batch_shape=s.shape, dtype=s.dtype, name=f"in_{i:02d}") for i, s in enumerate(specs)]
-        fresh = layer_cls.from_config(config)
-        outputs = fresh(*inputs, **call_kwargs)
-        model = keras.Model(inputs, outputs)
-        ref = model(args, training=False)
-        # a serving signature holds a flat list of tensors: nested outputs (e.g. RNN states) exported flattened
-        flat_model = keras.Model(inputs, keras.tree.flatten(outputs)) if keras.tree.is_nested(outputs) else model
-    if test_saving:
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "m.keras")
-            model.save(path)
-            loaded = keras.saving.load_model(path, safe_mode=True)
-        if deterministic_in_inference:
-            _assert_close(loaded(args, training=False), ref, atol, "reloaded .keras model differs")
-    if isinstance(export, Fails):
-        with tempfile.TemporaryDirectory() as d:
-            expect_failure(export, "SavedModel export", lambda: flat_model.export(d, verbose=False))
-    elif not isinstance(export, Skip):
-        reloader = saved_model_reloader()
-        directory = reloader.new_dir()
-        calls = [make_inputs(b, t) for b, t in sizes]
-        wants = [model(c, training=False) for c in calls]
-        flat_model.export(directory, verbose=False)
-        for (b, t), got, want in zip(sizes, reloader.run(directory, calls), wants):
-            _compare(got, want, atol, deterministic_in_inference,
-                     f"SavedModel reloaded in a fresh process differs at {(b, t)}")
-        if not isinstance(litert, Skip):
-            _litert_check(directory, calls, wants, litert, deploy_atol, deterministic_in_inference)
-        shutil.rmtree(directory, ignore_errors=True)
-
-    # dtype policies
+        model, flat_model = _functional_models(layer_cls, config, specs, call_kwargs)
+        if test_saving:
+            _check_keras_file(model, args, atol, deterministic_in_inference)
+        _check_saved_model(model, flat_model, make_inputs, sizes, export, litert, atol, deploy_atol,
+                           deterministic_in_inference)
     if test_mixed_precision:
-        for policy, dt in (("mixed_float16", tf.float16), ("mixed_bfloat16", tf.bfloat16)):
-            mp = layer_cls(**{**init_kwargs, "dtype": policy})
-            out = mp(*args, training=False, **call_kwargs)
-            for v in mp.weights:
-                if v.dtype in ("float16", "bfloat16"):
-                    raise AssertionError(f"{policy}: variable {v.path} is {v.dtype}, expected float32")
-            float_outs = [t for t in tf.nest.flatten(out) if tf.as_dtype(t.dtype).is_floating]
-            assert any(t.dtype == dt for t in float_outs), f"{policy}: outputs are not in {dt.name}"
-            for t in float_outs:
-                assert np.all(np.isfinite(np.asarray(tf.cast(t, tf.float32)))), f"{policy}: non-finite output"
-
-    # bad input: ValueError naming the argument
-    for bad_args, fragment in bad_inputs:
-        try:
-            layer(*bad_args, training=False, **call_kwargs)
-        except ValueError as e:
-            assert fragment in str(e), f"error message {str(e)!r} does not mention {fragment!r}"
-        else:
-            raise AssertionError(f"bad input {[np.shape(a) for a in bad_args]} did not raise ValueError")
+        _check_dtype_policies(layer_cls, init_kwargs, args, call_kwargs)
+    _check_bad_inputs(layer, bad_inputs, call_kwargs)
     return layer

@@ -35,7 +35,8 @@ def small_variables(preset: str = "rtvc", seed: int = 0, stop_bias: float | None
 
 
 def save_model_checkpoint(directory, variables: dict, name: str = "model.ckpt-100") -> str:
-    """Writes the variables under ``Tacotron_model/inference/`` (plus a ``checkpoint`` state file); returns the prefix."""
+    """Writes the variables under ``Tacotron_model/inference/`` (plus a ``checkpoint`` state file); returns the
+    prefix."""
     import tensorflow as tf
 
     prefix = os.path.join(os.fspath(directory), name)

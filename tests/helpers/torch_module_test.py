@@ -239,6 +239,106 @@ def _compile_check(m, make_inputs, sizes, atol, compile) -> None:
         torch._dynamo.reset()
 
 
+def _check_eval(m, args, expected_output_shape, size, deterministic):
+    """The ``eval()`` output at the first size: its shape, finite, the same at a second call; returns it."""
+    with torch.no_grad():
+        y = m(*args)
+    if expected_output_shape is not None:
+        shapes = expected_output_shape(*size)
+        shapes = ([shapes] if isinstance(shapes, (tuple, torch.Size)) and all(isinstance(s, int) for s in shapes)
+                  else shapes)
+        for t, s in zip(_flat(y), shapes):
+            assert tuple(t.shape) == tuple(s), f"output shape {tuple(t.shape)} != expected {tuple(s)}"
+    for t in _flat(y):
+        assert torch.isfinite(t).all(), "non-finite output"
+    if deterministic:
+        with torch.no_grad():
+            _assert_close(m(*args), y, 0.0, "eval is not deterministic")
+    return y
+
+
+def _check_factory_keywords(module_cls, init_args, init_kwargs, m, args, y, deterministic):
+    """``device="meta"`` (nothing moved in ``__init__``) and ``dtype=torch.float64`` (the float32 weights loaded:
+    the same numbers)."""
+    meta = module_cls(*init_args, **init_kwargs, device="meta")
+    assert all(p.device.type == "meta" for p in meta.parameters()), "parameters ignore device="
+    m64 = module_cls(*init_args, **init_kwargs, dtype=torch.float64).eval()
+    assert all(p.dtype == torch.float64 for p in m64.parameters()), "parameters ignore dtype="
+    m64.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in m.state_dict().items()})
+    with torch.no_grad():
+        y64 = m64(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+    if deterministic:
+        _assert_close(y64, y, 1e-4, "float64 differs from float32")
+
+
+def _check_state_dict_round_trip(module_cls, init_args, init_kwargs, m, args, y, deterministic):
+    """A new module loading ``m``'s ``state_dict`` gives ``m``'s output."""
+    m2 = module_cls(*init_args, **init_kwargs).eval()
+    m2.load_state_dict(m.state_dict())
+    if deterministic:
+        with torch.no_grad():
+            _assert_close(m2(*args), y, 0.0, "state_dict round trip differs")
+
+
+def _check_training_changes(m, args, y):
+    """``train()`` is honoured: it changes the output (``m`` is back in ``eval()`` after)."""
+    m.train()
+    with torch.no_grad():
+        yt = m(*args)
+    m.eval()
+    diff = max(float((u - v).abs().max()) for u, v in zip(_flat(yt), _flat(y)))
+    assert diff > 0, "train() gives the eval output"
+
+
+def _check_scripted(m, make_inputs, sizes, scriptable, deterministic):
+    """TorchScript (``"script"``) or ``torch.compile(dynamic=True)`` for inference at every size: the eager numbers."""
+    compiled = torch.jit.script(m) if scriptable == "script" else torch.compile(m, dynamic=True)
+    for b, t in sizes:
+        a = make_inputs(b, t, torch.float32)
+        with torch.no_grad():
+            got, want = compiled(*a), m(*a)
+        if deterministic:
+            _assert_close(got, want, 1e-5, f"{scriptable} differs at {(b, t)}")
+
+
+def _deploy_limits(module_cls, export, onnx, compile, deterministic):
+    """The deployment pins: the test's (``Limit`` instances or ``None``), else :data:`KNOWN_LIMITS`'; all skipped
+    when ``eval()`` is random, export and compile when ``SPEECHBLOCKS_DEPLOY_CHECKS=0``."""
+    for name, limit in (("export", export), ("onnx", onnx), ("compile", compile)):
+        if limit is not None and not isinstance(limit, Limit):
+            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, StaticTime, Fails, ...); got "
+                            f"{limit!r}")
+    known = KNOWN_LIMITS.get(module_cls.__name__, {})
+    export, onnx, compile = (export or known.get("export"), onnx or known.get("onnx"),
+                             compile or known.get("compile"))
+    if not deterministic:
+        reason = "random in eval(): nothing to compare"
+        export, onnx, compile = export or Skip(reason), onnx or Skip(reason), compile or Skip(reason)
+    if not DEPLOY_CHECKS:
+        export = compile = Skip("SPEECHBLOCKS_DEPLOY_CHECKS=0")
+    return export, onnx, compile
+
+
+def _check_compile(m, make_inputs, sizes, atol, compile):
+    """:func:`_compile_check`, or its pinned failure."""
+    if isinstance(compile, Fails):
+        expect_failure(compile, "torch.compile", lambda: _compile_check(m, make_inputs, sizes, atol, None))
+    else:
+        _compile_check(m, make_inputs, sizes, atol, compile)
+
+
+def _check_bad_inputs(m, bad_inputs):
+    """Each bad input raises a ``ValueError`` whose message names the argument (contains the fragment)."""
+    for bad_args, fragment in bad_inputs:
+        try:
+            with torch.no_grad():
+                m(*bad_args)
+        except ValueError as e:
+            assert fragment in str(e), f"error message {str(e)!r} does not mention {fragment!r}"
+        else:
+            raise AssertionError("bad input did not raise ValueError")
+
+
 def run_torch_module_test(
     module_cls,
     init_args: Sequence = (),
@@ -278,86 +378,21 @@ def run_torch_module_test(
             :class:`RecompilesPerLength`, :class:`Fails`, :class:`Skip`.
         deploy_atol: tolerance of the deployment checks against the eager module.
     """
-    for name, limit in (("export", export), ("onnx", onnx), ("compile", compile)):
-        if limit is not None and not isinstance(limit, Limit):
-            raise TypeError(f"{name}= takes None or a Limit with a reason (Skip, StaticTime, Fails, ...); got {limit!r}")
+    export, onnx, compile = _deploy_limits(module_cls, export, onnx, compile, deterministic_in_eval)
     init_kwargs = dict(init_kwargs or {})
     torch.manual_seed(0)
     m = module_cls(*init_args, **init_kwargs).eval()
     args = make_inputs(*sizes[0], torch.float32)
-    with torch.no_grad():
-        y = m(*args)
-    if expected_output_shape is not None:
-        shapes = expected_output_shape(*sizes[0])
-        shapes = [shapes] if isinstance(shapes, (tuple, torch.Size)) and all(isinstance(s, int) for s in shapes) else shapes
-        for t, s in zip(_flat(y), shapes):
-            assert tuple(t.shape) == tuple(s), f"output shape {tuple(t.shape)} != expected {tuple(s)}"
-    for t in _flat(y):
-        assert torch.isfinite(t).all(), "non-finite output"
-    if deterministic_in_eval:
-        with torch.no_grad():
-            _assert_close(m(*args), y, 0.0, "eval is not deterministic")
-
-    # factory keywords: meta device (nothing moved in __init__) and float64
-    meta = module_cls(*init_args, **init_kwargs, device="meta")
-    assert all(p.device.type == "meta" for p in meta.parameters()), "parameters ignore device="
-    m64 = module_cls(*init_args, **init_kwargs, dtype=torch.float64).eval()
-    assert all(p.dtype == torch.float64 for p in m64.parameters()), "parameters ignore dtype="
-    m64.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in m.state_dict().items()})
-    with torch.no_grad():
-        y64 = m64(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
-    if deterministic_in_eval:
-        _assert_close(y64, y, 1e-4, "float64 differs from float32")
-
-    # state_dict round trip
-    m2 = module_cls(*init_args, **init_kwargs).eval()
-    m2.load_state_dict(m.state_dict())
-    if deterministic_in_eval:
-        with torch.no_grad():
-            _assert_close(m2(*args), y, 0.0, "state_dict round trip differs")
-
-    # train()/eval()
+    y = _check_eval(m, args, expected_output_shape, sizes[0], deterministic_in_eval)
+    _check_factory_keywords(module_cls, init_args, init_kwargs, m, args, y, deterministic_in_eval)
+    _check_state_dict_round_trip(module_cls, init_args, init_kwargs, m, args, y, deterministic_in_eval)
     if changes_in_training:
-        m.train()
-        with torch.no_grad():
-            yt = m(*args)
-        m.eval()
-        diff = max(float((u - v).abs().max()) for u, v in zip(_flat(yt), _flat(y)))
-        assert diff > 0, "train() gives the eval output"
-
-    # TorchScript / compile for inference, unknown sizes
+        _check_training_changes(m, args, y)
     if scriptable:
-        compiled = torch.jit.script(m) if scriptable == "script" else torch.compile(m, dynamic=True)
-        for b, t in sizes:
-            a = make_inputs(b, t, torch.float32)
-            with torch.no_grad():
-                got, want = compiled(*a), m(*a)
-            if deterministic_in_eval:
-                _assert_close(got, want, 1e-5, f"{scriptable} differs at {(b, t)}")
-
-    # deployment: torch.export + ONNX Runtime, torch.compile (inference; eager is the reference)
-    known = KNOWN_LIMITS.get(module_cls.__name__, {})
-    export, onnx, compile = (export or known.get("export"), onnx or known.get("onnx"),
-                             compile or known.get("compile"))
-    if not deterministic_in_eval:
-        reason = "random in eval(): nothing to compare"
-        export, onnx, compile = export or Skip(reason), onnx or Skip(reason), compile or Skip(reason)
-    if not DEPLOY_CHECKS:
-        export = compile = Skip("SPEECHBLOCKS_DEPLOY_CHECKS=0")
+        _check_scripted(m, make_inputs, sizes, scriptable, deterministic_in_eval)
     if not isinstance(export, Skip):
         _export_check(m, make_inputs, sizes, deploy_atol, export, onnx)
     if not isinstance(compile, Skip):
-        if isinstance(compile, Fails):
-            expect_failure(compile, "torch.compile", lambda: _compile_check(m, make_inputs, sizes, deploy_atol, None))
-        else:
-            _compile_check(m, make_inputs, sizes, deploy_atol, compile)
-
-    for bad_args, fragment in bad_inputs:
-        try:
-            with torch.no_grad():
-                m(*bad_args)
-        except ValueError as e:
-            assert fragment in str(e), f"error message {str(e)!r} does not mention {fragment!r}"
-        else:
-            raise AssertionError("bad input did not raise ValueError")
+        _check_compile(m, make_inputs, sizes, deploy_atol, compile)
+    _check_bad_inputs(m, bad_inputs)
     return m

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["can_pack", "pack", "pack_hint", "packed_linear", "gate_linear", "PackedLinear", "WeightGradTap", "StepInputs"]
+__all__ = ["can_pack", "pack", "pack_hint", "packed_linear", "gate_linear", "PackedLinear", "WeightGradTap",
+           "StepInputs"]
 
 
 #: whether this torch has oneDNN

@@ -637,7 +637,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             if not torch.is_grad_enabled() and can_pack(w.lstm_weights[0], self._onednn):
                 packed: list[Tensor] = []
                 for x in w.lstm_weights:
-                    packed.append(pack(x, batch))
+                    packed.append(pack(x, values.shape[0]))
                 w = with_packed(w, packed)
             frames, stop, alignments, finished, _ = decoder_loop(
                 n_steps, mask_steps, teacher_prenet, go_frame, memory, w, cfg, prenet_keep, keep_c, keep_h, None,

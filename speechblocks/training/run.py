@@ -231,10 +231,10 @@ def _resumed_hparams(run_dir: str, info: dict, options: TrainOptions, framework:
 
 def _guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
     """The guided-attention term of this invocation: ``{"weight", "sigma"}`` or ``None`` (off)."""
-    stored = (info or {}).get("guided_attention")
-    weight = options.guided_attention if options.guided_attention is not None else (stored or {}).get("weight")
+    stored = (info or {}).get("guided_attention") or {}
+    weight = options.guided_attention if options.guided_attention is not None else stored.get("weight")
     sigma = options.guided_attention_sigma if options.guided_attention_sigma is not None else \
-        (stored or {}).get("sigma", DEFAULT_SIGMA)
+        stored.get("sigma", DEFAULT_SIGMA)
     if weight is not None and not (math.isfinite(weight) and weight >= 0):
         raise UsageError(f"--guided-attention must be a finite weight >= 0; got {weight}")
     if not (math.isfinite(sigma) and sigma > 0):
@@ -414,13 +414,10 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
     writer = rank == 0
     if writer:
         os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
-    if info is None and writer:
-        with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
-            json.dump({"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
-                       "n_symbols": n_symbols, "data": data_dir, "source": options.source,
-                       "guided_attention": guided}, f, indent=1, sort_keys=True)
-    elif writer and guided != info.get("guided_attention"):  # the term changed on resume: the run says so
-        _write_json(os.path.join(run_dir, "run.json"), dict(info, guided_attention=guided))
+    if writer and (info is None or guided != info.get("guided_attention")):  # a new run, or the term changed
+        record = info or {"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
+                          "n_symbols": n_symbols, "data": data_dir, "source": options.source}
+        _write_json(os.path.join(run_dir, "run.json"), dict(record, guided_attention=guided))
 
     def checkpoint(step: int) -> str:
         if not writer:

@@ -10,8 +10,11 @@ the sums are only associated differently (float rounding, ~1e-7 relative).
 The reorder takes a batch-size hint, and oneDNN has two layouts for it: a matrix-vector one for hint 1 and a
 matrix-matrix one for every hint >= 2 (hints 2 .. 64 give bitwise the same products). A product of 2 or more rows
 from the hint-1 layout gives the same numbers as from the other, bitwise, but 1.3-1.8x slower (measured on a
-``(4096, 2048)`` kernel at 2 .. 16 rows, 1 and 2 threads); one row is 1.15-1.4x faster from the hint-1 layout (whose
-sums are associated differently: ~1e-6). :func:`pack` takes the rows the product will see (:func:`pack_hint`).
+``(4096, 2048)`` kernel at 2 .. 16 rows, 1 and 2 threads). One row is faster still from neither: the weight's
+transpose cut into blocks of rows, one block a thread, multiplied as one batched product whose partial sums are then
+added (:func:`split_rows`; both RTVC kernels in 2.1-2.3 ms against 2.3-2.9 ms from the hint-1 layout and 3.0 ms from
+``x @ W.T``, 2 threads, interleaved; at 1 thread 3.4 against 3.9 ms). :func:`pack` takes the rows the product will
+see and picks the layout.
 
 * :func:`pack` / :func:`packed_linear`: ``x @ W.T + b`` from a packed ``W``.
 * :class:`PackedLinear`: the same with a gradient for ``x`` only (``dx = dy @ W``, itself from a packed ``W.T``).
@@ -34,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["can_pack", "pack", "pack_hint", "packed_linear", "gate_linear", "PackedLinear", "WeightGradTap",
-           "StepInputs"]
+__all__ = ["can_pack", "pack", "pack_hint", "packed_linear", "row_parts", "split_rows", "gate_linear", "PackedLinear",
+           "WeightGradTap", "StepInputs"]
 
 
 #: whether this torch has oneDNN
@@ -55,15 +58,49 @@ def pack_hint(rows: int) -> int:
     return 1 if rows <= 1 else 16
 
 
-def pack(weight: Tensor, rows: int = 1) -> Tensor:
-    """``weight`` ``(out, in)`` reordered for :func:`packed_linear` of ``rows``-row inputs (:func:`pack_hint`; the
-    result serves any number of rows, the fastest at that kind), a new opaque oneDNN tensor, no gradient."""
+def pack(weight: Tensor, rows: int = 1, threads: int = 2) -> Tensor:
+    """``weight`` ``(out, in)`` laid out for :func:`packed_linear` of ``rows``-row inputs on ``threads`` threads
+    (``torch.get_num_threads()``, which TorchScript cannot ask), no gradient; the result serves any number of rows,
+    the fastest at that kind.
+
+    One row: ``weight.T`` cut into parts of its rows, ``(parts, in / parts, out)`` (:func:`split_rows`, parts from
+    :func:`row_parts`); otherwise (or an odd ``in``) oneDNN's reorder with :func:`pack_hint` (a new opaque oneDNN
+    tensor)."""
+    if rows <= 1:
+        parts = row_parts(weight.shape[1], threads)
+        if parts > 1:
+            return split_rows(weight, parts)
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), pack_hint(rows))
 
 
+def row_parts(in_features: int, threads: int) -> int:
+    """How many parts :func:`split_rows` cuts ``in_features`` rows into for ``threads`` threads: the largest divisor
+    of ``in_features`` up to ``max(2, threads)``; 1 (do not split) for an odd ``in_features``."""
+    parts = max(2, threads)
+    while parts > 1 and in_features % parts != 0:
+        parts -= 1
+    return parts
+
+
+def split_rows(weight: Tensor, parts: int = 2) -> Tensor:
+    """``weight`` ``(out, in)`` as ``weight.T`` cut into ``parts`` equal blocks of rows, ``(parts, in / parts, out)``:
+    the layout of a one-row product that streams the weight on several cores at once. :func:`packed_linear` runs it
+    as one batched product of the blocks (torch spreads a batch over its threads) and adds the partial sums; oneDNN's
+    matrix-vector kernel over its own layout streams the same weight 5-15 % slower on the machines measured
+    (``bench/bench_tacotron2.py``, this module's history)."""
+    out_features, in_features = weight.shape
+    if in_features % parts != 0:
+        raise ValueError(f"split_rows: argument `parts` must divide the weight's {in_features} input features; "
+                         f"got {parts}.")
+    return weight.detach().t().reshape(parts, in_features // parts, out_features).contiguous()
+
+
 def packed_linear(x: Tensor, packed: Tensor, bias: Optional[Tensor]) -> Tensor:
-    """``x @ W.T + bias`` with ``W`` packed by :func:`pack`; ``x`` ``(batch, in)``. No gradient (see
+    """``x @ W.T + bias`` with ``W`` laid out by :func:`pack`; ``x`` ``(batch, in)``. No gradient (see
     :class:`PackedLinear`)."""
+    if packed.dim() == 3:  # split_rows: (parts, in / parts, out)
+        y = torch.bmm(x.reshape(x.shape[0], packed.shape[0], packed.shape[1]).transpose(0, 1), packed).sum(0)
+        return y if bias is None else y + bias
     no_scalars: list[Optional[Union[int, float, complex]]] = []
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", no_scalars, "")
 

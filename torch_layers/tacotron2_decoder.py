@@ -45,7 +45,8 @@ __all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder
            "DecoderWeights", "DecoderConfig", "DecoderState", "AttentionMemory", "flatten_noise_masks",
            "NOISE_MASK_KEYS"]
 
-#: oneDNN-packed LSTM weights of decoders in inference, keyed by the module: ``(weights' key, {hint: packed})``
+#: LSTM weights of decoders in inference laid out for their products (:func:`~torch_layers._packed_linear.pack`),
+#: keyed by the module: ``(weights' key, {(hint, threads): packed})``
 #: (see Tacotron2Decoder._inference_packs)
 _PACKED_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -734,8 +735,9 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                       ) -> tuple[DecoderWeights, Optional[list[Tensor]], Optional[StepInputs]]:
         """The weights an eager call's loop runs with, and the weight-gradient taps when it trains.
 
-        Without gradient (inference, GTA): the LSTM weights packed for oneDNN for ``batch`` rows (one layout for
-        one row, one for more: :func:`~torch_layers._packed_linear.pack_hint`), cached until a weight changes.
+        Without gradient (inference, GTA): the LSTM weights laid out for ``batch`` rows (one row: split by rows for
+        the threads; more: oneDNN's matrix-matrix layout; :func:`~torch_layers._packed_linear.pack`), cached until a
+        weight changes.
         Teacher-forced with gradient: the LSTM weights detached in the loop, their gradients from one product over
         all steps (:class:`~torch_layers._packed_linear.WeightGradTap`), the steps' products packed when possible
         (packed again at every call: the weights change between training steps).
@@ -754,8 +756,9 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         detached = [x.detach() for x in lstm_weights]
         w = w._replace(lstm_weights=detached, lstm_biases=[x.detach() for x in lstm_biases])
         if packable:
-            w = w._replace(lstm_packed=[pack(x, batch) for x in detached],
-                           lstm_packed_t=[pack(x.t(), batch) for x in detached])
+            threads = torch.get_num_threads()
+            w = w._replace(lstm_packed=[pack(x, batch, threads) for x in detached],
+                           lstm_packed_t=[pack(x.t(), batch, threads) for x in detached])
         return w, taps, holder
 
     @torch.jit.unused
@@ -766,10 +769,10 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         if cached is None or cached[0] != key:
             cached = (key, {})
             _PACKED_CACHE[self] = cached
-        hint = pack_hint(batch)
-        if hint not in cached[1]:
-            cached[1][hint] = [pack(x, hint) for x in weights]
-        return cached[1][hint]
+        layout = (pack_hint(batch), torch.get_num_threads())
+        if layout not in cached[1]:
+            cached[1][layout] = [pack(x, batch, layout[1]) for x in weights]
+        return cached[1][layout]
 
     def extra_repr(self) -> str:
         return (f"memory_size={self.memory_size}, num_mels={self.num_mels}, outputs_per_step={self.outputs_per_step}, "

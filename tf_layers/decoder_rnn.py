@@ -46,19 +46,19 @@ def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
                             tuple(effective_bias(c.bias, dtype) for c in cells))
 
 
-def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None,
-               split: bool = False):
+def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None):
     """One step of a ``MultiRNNCell`` of zoneout LSTMs: every layer feeds the next its raw output, the states carry
     the zoned-out ``(c, h)``. The one place the decoders spell it (``DecoderRNN`` and ``Tacotron2Decoder``).
 
-    Layer 1's input is ``concat([x, carried])`` (``carried`` None: ``x``). Three spellings of the same maths, each
-    the number-for-number formulation of one caller (they differ in float rounding only):
+    Layer 1's input is ``concat([x, carried])`` (``carried`` None: ``x``). Two spellings of the same maths, each
+    the number-for-number formulation of its callers (they differ in float rounding only):
 
-    * default: TF1's ``concat([input, h]) @ kernel + bias`` per layer;
+    * default (free running, one step): TF1's ``concat([input, h]) @ kernel + bias`` per layer -- one product over
+      each kernel. (Splitting each product into its recurrent rows, which do not wait for the step's new input, and
+      its input rows was tried: on 2 cores the two products of a layer then compete for the cores and a whole
+      synthesis step was 8 % slower, interleaved in one process.)
     * ``input_gates`` (``x`` unused): layer 1's ``x @ input_kernel + bias`` computed beforehand for every step (a
-      teacher-forced or sequence loop), plus ``concat([carried, h]) @ recurrent_kernel``; the other layers as default;
-    * ``split``: per layer ``(recurrent_in @ recurrent_kernel + bias) + x_k @ input_kernel``: the recurrent halves do
-      not wait for the step's new input, so on several cores they run while the lower layers compute (free running).
+      teacher-forced or sequence loop), plus ``concat([carried, h]) @ recurrent_kernel``; the other layers as default.
 
     Args:
         x: ``(batch, n_input)`` the step's new input of layer 1 (None with ``input_gates``).
@@ -68,27 +68,18 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
         z: zoneout factor (inference zoneout when the keep-masks are None).
         keep_c, keep_h: per-layer 0/1 keep-masks (anything indexable by layer, ``(batch, u)`` each) or None.
         input_gates: ``(batch, 4u)`` or None.
-        split: the split spelling (ignored for layer 1 when ``input_gates`` is given).
 
     Returns:
         ``(output (batch, u), new_cs, new_hs)``: the last layer's raw output and the zoned-out states.
     """
-    n = len(cs)
-
-    def recurrent_input(k):
-        return hs[0] if k == 0 and carried is None else tf.concat([carried, hs[0]], -1) if k == 0 else hs[k]
-
-    recurrent = ([tf.matmul(recurrent_input(k), w.recurrent_kernels[k]) + w.biases[k] for k in range(n)]
-                 if split else None)
     new_c, new_h = [], []
-    for k in range(n):
+    for k in range(len(cs)):
         if k == 0 and input_gates is not None:
-            gates = input_gates + tf.matmul(recurrent_input(0), w.recurrent_kernels[0])
-        elif split:
-            gates = recurrent[k] + tf.matmul(x, w.input_kernels[k])
+            recurrent = hs[0] if carried is None else tf.concat([carried, hs[0]], -1)
+            gates = input_gates + tf.matmul(recurrent, w.recurrent_kernels[0])
         else:
-            inputs = x if k > 0 or carried is None else tf.concat([x, carried], -1)
-            gates = tf.matmul(tf.concat([inputs, hs[k]], -1), w.kernels[k]) + w.biases[k]
+            inputs = [x, hs[k]] if k > 0 or carried is None else [x, carried, hs[0]]
+            gates = tf.matmul(tf.concat(inputs, -1), w.kernels[k]) + w.biases[k]
         c_new, x = lstm_from_gates(gates, cs[k])
         new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
         new_h.append(zoneout(x, hs[k], z, None if keep_h is None else keep_h[k]))

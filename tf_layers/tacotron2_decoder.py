@@ -346,8 +346,8 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         (:mod:`tf_layers.tacotron2_litert`) call this method. Two spellings of the same maths, each the
         number-for-number one of its loop (see :func:`tf_layers.decoder_rnn.stack_step`):
 
-        * free running (``input_gates`` None): the prenet block runs on ``frame``, the LSTM kernels split in their
-          input and recurrent rows, the projections as one matmul over ``concat([frame kernel, stop kernel])``;
+        * free running (``input_gates`` None): the prenet block runs on ``frame``, TF1's one product over each LSTM
+          kernel, the projections as one matmul over ``concat([frame kernel, stop kernel])``;
         * teacher forced (``input_gates`` given): the prenet and layer 1's prenet rows ran on every step before the
           loop (``input_gates = prenet(frames) @ kernel[:n_prenet] + bias``), TF1's fused kernels for the upper
           layers; with ``project=False`` the projections are left to the caller (one matmul over every step).
@@ -375,7 +375,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         if input_gates is None:
             x = self.prenet(frame, dropout_masks=prenet_masks, seed=prenet_seed)
         out, cells, hiddens = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm, self.zoneout,
-                                         keep_c, keep_h, input_gates=input_gates, split=input_gates is None)
+                                         keep_c, keep_h, input_gates=input_gates)
         history = out
         if for_gradient:  # the LSTM output feeds the attention, the history and (zoneout) its state
             out, history = fan_out(out, 2)

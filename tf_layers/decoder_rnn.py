@@ -24,15 +24,15 @@ from .zoneout_lstm_cell import (
 class LSTMStackWeights(NamedTuple):
     """The variables of a zoneout LSTM stack in the compute dtype, read once before a loop calls :func:`stack_step`.
 
-    ``kernels[k]`` is layer ``k``'s TF1 kernel ``(in_k + u, 4u)``, split by rows into ``input_kernels[k]`` (the rows
-    of the input that is new at each step: layer 1's ``n_input`` leading rows, the layer below's output for the
-    others) and ``recurrent_kernels[k]`` (the rest: for layer 1 any input carried over from the previous step, then
-    ``h``; for the others ``h``). ``biases[k]``: the effective bias (forget bias folded).
+    ``kernels[k]`` is layer ``k``'s TF1 kernel ``(in_k + u, 4u)``; layer 1's is also split by rows into
+    ``input_kernel`` (the rows of the input that is new at each step: its ``n_input`` leading rows, which a
+    teacher-forced or sequence loop applies to every step at once) and ``recurrent_kernel`` (the rest: any input
+    carried over from the previous step, then ``h``). ``biases[k]``: the effective bias (forget bias folded).
     """
 
     kernels: tuple
-    input_kernels: tuple
-    recurrent_kernels: tuple
+    input_kernel: tf.Tensor
+    recurrent_kernel: tf.Tensor
     biases: tuple
 
 
@@ -40,9 +40,7 @@ def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
     """:class:`LSTMStackWeights` of ``cells`` (``ZoneoutLSTMCell`` s) whose first layer's new input has ``n_input``
     features."""
     kernels = tuple(tf.cast(c.kernel, dtype) for c in cells)
-    rows = [n_input] + [c.num_units for c in cells[:-1]]
-    return LSTMStackWeights(kernels, tuple(k[:n] for k, n in zip(kernels, rows)),
-                            tuple(k[n:] for k, n in zip(kernels, rows)),
+    return LSTMStackWeights(kernels, kernels[0][:n_input], kernels[0][n_input:],
                             tuple(effective_bias(c.bias, dtype) for c in cells))
 
 
@@ -76,7 +74,7 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
     for k in range(len(cs)):
         if k == 0 and input_gates is not None:
             recurrent = hs[0] if carried is None else tf.concat([carried, hs[0]], -1)
-            gates = input_gates + tf.matmul(recurrent, w.recurrent_kernels[0])
+            gates = input_gates + tf.matmul(recurrent, w.recurrent_kernel)
         else:
             inputs = [x, hs[k]] if k > 0 or carried is None else [x, carried, hs[0]]
             gates = tf.matmul(tf.concat(inputs, -1), w.kernels[k]) + w.biases[k]
@@ -99,7 +97,7 @@ def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float):
         outputs ``(time, batch, u)`` (raw output of the last layer) and the final ``(c, h)`` tuples.
     """
     n_steps = tf.shape(gx0)[0]
-    units = w.recurrent_kernels[0].shape[0]
+    units = w.recurrent_kernel.shape[0]
     outputs = tf.TensorArray(gx0.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
 
     def body(t, cs, hs, outputs):
@@ -257,7 +255,7 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
                                    keep_h)
             return x, tuple(zip(cs, hs))
 
-        gx0 = tf.einsum("bti,ig->tbg", x, w.input_kernels[0]) + w.biases[0]
+        gx0 = tf.einsum("bti,ig->tbg", x, w.input_kernel) + w.biases[0]
         keep_c = keep_h = None
         if masks is not None:
             keep_c = tf.transpose(tf.stack([m[0] for m in masks], 0), [2, 0, 1, 3])  # (time, L, batch, u)

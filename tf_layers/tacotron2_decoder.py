@@ -415,7 +415,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         fed = tf.concat([go, mel_targets[:, r - 1::r][:, :steps - 1]], axis=1)  # (batch, steps, num_mels)
         masks = None if prenet_masks is None else [m[:, :steps] for m in prenet_masks]
         x = self.prenet(fed, dropout_masks=masks)  # every step at once: the prenet does not depend on the loop
-        gx = tf.einsum("btp,pg->tbg", x, w.lstm.input_kernels[0]) + w.lstm.biases[0]  # layer 1's prenet part
+        gx = tf.einsum("btp,pg->tbg", x, w.lstm.input_kernel) + w.lstm.biases[0]  # layer 1's prenet part
         z, units, n_layers = self.zoneout, self.decoder_lstm.size, self.decoder_lstm.layers
         keep_c = keep_h = None
         if lstm_masks is not None:

@@ -64,8 +64,8 @@ def pack(weight: Tensor, rows: int = 1, threads: int = 2) -> Tensor:
     the fastest at that kind.
 
     One row: ``weight.T`` cut into parts of its rows, ``(parts, in / parts, out)`` (:func:`split_rows`, parts from
-    :func:`row_parts`); otherwise (or an odd ``in``) oneDNN's reorder with :func:`pack_hint` (a new opaque oneDNN
-    tensor)."""
+    :func:`row_parts`); otherwise (or when :func:`row_parts` finds no split) oneDNN's reorder with :func:`pack_hint`
+    (a new opaque oneDNN tensor)."""
     if rows <= 1:
         parts = row_parts(weight.shape[1], threads)
         if parts > 1:
@@ -75,7 +75,7 @@ def pack(weight: Tensor, rows: int = 1, threads: int = 2) -> Tensor:
 
 def row_parts(in_features: int, threads: int) -> int:
     """How many parts :func:`split_rows` cuts ``in_features`` rows into for ``threads`` threads: the largest divisor
-    of ``in_features`` up to ``max(2, threads)``; 1 (do not split) for an odd ``in_features``."""
+    of ``in_features`` up to ``max(2, threads)`` (1: do not split, e.g. an odd ``in_features`` at 2 threads)."""
     parts = max(2, threads)
     while parts > 1 and in_features % parts != 0:
         parts -= 1
@@ -85,9 +85,8 @@ def row_parts(in_features: int, threads: int) -> int:
 def split_rows(weight: Tensor, parts: int = 2) -> Tensor:
     """``weight`` ``(out, in)`` as ``weight.T`` cut into ``parts`` equal blocks of rows, ``(parts, in / parts, out)``:
     the layout of a one-row product that streams the weight on several cores at once. :func:`packed_linear` runs it
-    as one batched product of the blocks (torch spreads a batch over its threads) and adds the partial sums; oneDNN's
-    matrix-vector kernel over its own layout streams the same weight 5-15 % slower on the machines measured
-    (``bench/bench_tacotron2.py``, this module's history)."""
+    as one batched product of the blocks (torch spreads a batch over its threads) and adds the partial sums (the
+    figures against oneDNN's matrix-vector layout: this module's docstring)."""
     out_features, in_features = weight.shape
     if in_features % parts != 0:
         raise ValueError(f"split_rows: argument `parts` must divide the weight's {in_features} input features; "

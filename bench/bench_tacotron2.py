@@ -18,8 +18,13 @@ Targets (issue): free-running synthesis, batch 1, 100 symbols, 200 decoder steps
 <= 0.9x the TF1 graph; one decoder step <= 1.3x the floor; the teacher-forced training step (forward, loss,
 gradients, Adam with global-norm clipping 1.0) Keras <= 1.0x and torch <= 0.8x the TF1 graph. Every side loads a
 real TF1 checkpoint the way a user does (``Tacotron2.from_tf1_checkpoint``; the TF1 side writes it with ``Saver``).
-The floor: at batch 1 a decoder step reads every decoder weight once, so (decoder weight bytes) / (memory
-bandwidth, from a large numpy copy) bounds the step time. ``profile`` lines: the ops of largest self time per step.
+The floor: at batch 1 a decoder step reads every decoder weight once, so the time this machine's fastest
+matrix-vector product takes to read them bounds the step: ``gemv_floor`` times numpy's BLAS (OpenBLAS, as many threads
+as the sides) multiplying a vector by every decoder weight in turn (2-D, random values, the step's shapes), best of 5
+averages of 20 passes, again before every synthesis round (the median is the floor: the machine's speed drifts). That
+streams at ~34-40 GB/s here, where a large numpy copy (printed too) gives ~23-27 GB/s of
+read + write bytes: the copy is the lower bar, the GEMV the one a step can reach. ``profile`` lines: the ops of
+largest self time per step.
 """
 from __future__ import annotations
 
@@ -45,7 +50,8 @@ LABEL = {"keras": "Keras", "torch": "torch", "legacy": "TF1 graph"}
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
 COPY_MB = 512
 SYNTH_TARGET = 0.9   # synthesis time / the TF1 graph's, both frameworks
-STEP_TARGET = 1.3    # decoder step / the bandwidth floor
+STEP_TARGET = 1.3    # decoder step / the GEMV floor
+FLOOR_SETTLE = 0.5   # seconds between a floor measurement and the next timed call
 TRAIN_TARGET = {"keras": 1.0, "torch": 0.8}  # training step / the TF1 graph's
 
 
@@ -77,6 +83,36 @@ def decoder_step_bytes(shapes: dict) -> int:
     return sum(4 * int(np.prod(s)) for k, s in shapes.items() if k.startswith("decoder/"))
 
 
+def gemv_operands(shapes: dict, seed: int = 1) -> list:
+    """``(vector (1, in), matrix (in, out))`` per ``decoder/`` weight, random float32 (kernels of rank > 2 flattened
+    to their last axis): what :func:`gemv_floor` multiplies."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for name, shape in shapes.items():
+        if name.startswith("decoder/"):
+            shape = tuple(int(d) for d in shape)
+            cols = shape[-1]
+            rows = int(np.prod(shape)) // cols
+            pairs.append((rng.standard_normal((1, rows), dtype=np.float32),
+                          rng.standard_normal((rows, cols), dtype=np.float32)))
+    return pairs
+
+
+def gemv_floor(pairs: list, passes: int = 20, repeats: int = 5) -> float:
+    """Seconds numpy's BLAS takes to read every decoder weight once as a step does: each ``vector @ matrix`` of
+    :func:`gemv_operands` in turn; the best of ``repeats`` averages over ``passes`` passes."""
+    for v, m in pairs:  # warm-up (BLAS threads started)
+        v @ m
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(passes):
+            for v, m in pairs:
+                v @ m
+        best = min(best, (time.perf_counter() - t0) / passes)
+    return best
+
+
 def copy_bandwidth(megabytes: int = COPY_MB, repeats: int = 5) -> float:
     """Bytes per second of a large numpy copy (src -> dst, read + write bytes counted), best of ``repeats``."""
     src = np.ones(megabytes * 2 ** 20 // 4, np.float32)
@@ -89,11 +125,14 @@ def copy_bandwidth(megabytes: int = COPY_MB, repeats: int = 5) -> float:
     return 2 * src.nbytes / best
 
 
-def interleaved(servers: dict, name: str, rounds: int) -> dict:
-    """Median seconds per call of each side: every round calls each side once, the order rotating by round."""
+def interleaved(servers: dict, name: str, rounds: int, between=None) -> dict:
+    """Median seconds per call of each side: every round calls each side once, the order rotating by round;
+    ``between()``, if given, runs at the start of every round (while every side idles)."""
     samples = {k: [] for k in servers}
     order = list(servers)
     for r in range(rounds):
+        if between is not None:
+            between()
         for k in order[r % len(order):] + order[:r % len(order)]:
             samples[k].append(servers[k].time(name))
     return {k: statistics.median(v) for k, v in samples.items()}
@@ -139,10 +178,16 @@ def main():
     shapes = tf1_variable_shapes(resolve_hparams("rtvc"))
     step_bytes = decoder_step_bytes(shapes)
     bandwidth = copy_bandwidth()
-    floor = step_bytes / bandwidth
-    print(f"floor: decoder weights read per step {step_bytes / 2 ** 20:.1f} MiB; memory bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s ({COPY_MB} MB numpy copy, read + write bytes, best of 5) -> floor "
-          f"{floor * 1e3:.2f} ms/step", flush=True)
+    operands = gemv_operands(shapes)
+    floors = [gemv_floor(operands)]
+    print(f"floor: decoder weights read per step {step_bytes / 2 ** 20:.1f} MiB; numpy BLAS reads them once (one "
+          f"GEMV each) in {floors[0] * 1e3:.2f} ms ({step_bytes / floors[0] / 1e9:.1f} GB/s; measured again at every "
+          f"synthesis round, the median is the floor) (a {COPY_MB} MB numpy copy: {bandwidth / 1e9:.1f} GB/s read + "
+          f"write, {step_bytes / bandwidth * 1e3:.2f} ms for these bytes)", flush=True)
+
+    def sample_floor():
+        floors.append(gemv_floor(operands))
+        time.sleep(FLOOR_SETTLE)  # BLAS threads stop spinning before a side's call is timed
 
     with tempfile.TemporaryDirectory(prefix="bench_tacotron2_") as tmp:
         weights = os.path.join(tmp, "weights.npz")
@@ -165,7 +210,7 @@ def main():
             print(f"(three sides built, checked and warmed up in {time.perf_counter() - t0:.0f} s)", flush=True)
             for line in check_outputs(checks):
                 print(line, flush=True)
-            synth = interleaved(servers, "synth", SYNTH_ROUNDS)
+            synth = interleaved(servers, "synth", SYNTH_ROUNDS, between=sample_floor)
             short = interleaved(servers, "short", SYNTH_ROUNDS)
             train = interleaved(servers, "train", TRAIN_ROUNDS)
         finally:
@@ -184,8 +229,10 @@ def main():
     per_step = {k: (synth[k] - short[k]) / (steps - 1) for k in SIDES}
     print("one-step synthesis (encoder + 1 decoder step + postnet): " + ", ".join(
         f"{LABEL[k]} {short[k] * 1e3:.0f} ms" for k in SIDES), flush=True)
-    print(f"floor {floor * 1e3:.2f} ms/step; " + "; ".join(
-        f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms/step = {per_step[k] / floor:.1f}x floor" for k in SIDES)
+    floor = statistics.median(floors)
+    spread = f"median of {len(floors)}, {min(floors) * 1e3:.2f}-{max(floors) * 1e3:.2f}"
+    print(f"floor {floor * 1e3:.2f} ms/step ({spread}); " + "; ".join(
+        f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms/step = {per_step[k] / floor:.2f}x floor" for k in SIDES)
         + f" (per step = (T({steps} steps) - T(1 step)) / {steps - 1})", flush=True)
     for side in ("keras", "torch", "legacy"):
         rows = info[side].get("profile") or []

@@ -19,7 +19,7 @@ def test_operands_are_every_decoder_weight_once():
     assert len(pairs) == len(decoder) > 5
     assert sum(m.nbytes for _, m in pairs) == decoder_step_bytes(shapes)
     for (v, m), shape in zip(pairs, decoder.values()):
-        assert m.shape == (int(np.prod(shape)) // int(shape[-1]), int(shape[-1]))  # rank > 2: flattened to the last axis
+        assert m.shape == (int(np.prod(shape)) // int(shape[-1]), int(shape[-1]))  # rank > 2: flattened
         assert v.shape == (1, m.shape[0]) and v.dtype == m.dtype == np.float32
     assert any(len(s) == 1 for s in decoder.values()) and any(len(s) == 3 for s in decoder.values())
 

@@ -44,7 +44,8 @@ def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
                             tuple(effective_bias(c.bias, dtype) for c in cells))
 
 
-def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None):
+def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None,
+               bias_gates=None, return_inputs: bool = False):
     """One step of a ``MultiRNNCell`` of zoneout LSTMs: every layer feeds the next its raw output, the states carry
     the zoned-out ``(c, h)``. The one place the decoders spell it (``DecoderRNN`` and ``Tacotron2Decoder``).
 
@@ -66,21 +67,32 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
         z: zoneout factor (inference zoneout when the keep-masks are None).
         keep_c, keep_h: per-layer 0/1 keep-masks (anything indexable by layer, ``(batch, u)`` each) or None.
         input_gates: ``(batch, 4u)`` or None.
+        bias_gates: per layer ``(batch, 4u)`` added instead of that layer's bias (layers after the first; entries
+            None: the bias), or None: a teacher-forced training loop passes its
+            :func:`~tf_layers._loop_weight_gradient.weight_gradient_tap` of each bias here.
+        return_inputs: also return each layer's product input (``[carried, h]`` for layer 1 with ``input_gates``,
+            else ``[input, h]``), ``(batch, rows of the kernel it multiplies)``.
 
     Returns:
-        ``(output (batch, u), new_cs, new_hs)``: the last layer's raw output and the zoned-out states.
+        ``(output (batch, u), new_cs, new_hs)``: the last layer's raw output and the zoned-out states; with
+        ``return_inputs`` a 4th item, the tuple of the layers' product inputs.
     """
-    new_c, new_h = [], []
+    new_c, new_h, products = [], [], []
     for k in range(len(cs)):
         if k == 0 and input_gates is not None:
             recurrent = hs[0] if carried is None else tf.concat([carried, hs[0]], -1)
+            products.append(recurrent)
             gates = input_gates + tf.matmul(recurrent, w.recurrent_kernel)
         else:
-            inputs = [x, hs[k]] if k > 0 or carried is None else [x, carried, hs[0]]
-            gates = tf.matmul(tf.concat(inputs, -1), w.kernels[k]) + w.biases[k]
+            inputs = tf.concat([x, hs[k]] if k > 0 or carried is None else [x, carried, hs[0]], -1)
+            products.append(inputs)
+            bias = w.biases[k] if bias_gates is None or bias_gates[k] is None else bias_gates[k]
+            gates = tf.matmul(inputs, w.kernels[k]) + bias
         c_new, x = lstm_from_gates(gates, cs[k])
         new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
         new_h.append(zoneout(x, hs[k], z, None if keep_h is None else keep_h[k]))
+    if return_inputs:
+        return x, tuple(new_c), tuple(new_h), tuple(products)
     return x, tuple(new_c), tuple(new_h)
 
 

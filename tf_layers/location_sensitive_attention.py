@@ -192,7 +192,9 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
         w = weights if weights is not None else self.weights_in(values.dtype)
         processed_query = tf.expand_dims(tf.matmul(query, w["query"]), 1)
         f = same_pad_conv1d(tf.expand_dims(state, -1), w["conv"], w["conv_bias"])
-        processed_location = tf.einsum("btf,fu->btu", f, w["location"])
+        shape = tf.shape(f)  # (batch, time, filters) @ (filters, units) as one 2-D product: its gradient is cheaper
+        processed_location = tf.reshape(tf.matmul(tf.reshape(f, [-1, shape[2]]), w["location"]),
+                                        tf.concat([shape[:2], tf.shape(w["location"])[1:]], 0))
         energy = tf.reduce_sum(w["v"] * tf.tanh(keys + processed_query + processed_location + w["b"]), axis=2)
         if self.mask_encoder and memory_lengths is not None:
             mask = tf.sequence_mask(memory_lengths, tf.shape(energy)[1])

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from ._fan_out import fan_out
+from ._loop_weight_gradient import StepInputs, weight_gradient_tap
 from ._validation import check_float_tensor, check_lengths
 from .decoder_rnn import DecoderRNN, LSTMStackWeights, stack_step, stack_weights
 from .frame_projection import FrameProjection
@@ -68,6 +69,7 @@ class StepOutputs(NamedTuple):
     stop: tf.Tensor | None
     alignments: tf.Tensor
     output: tf.Tensor
+    lstm_inputs: tuple | None = None  # with ``bias_gates``: each LSTM layer's product input (stack_step)
 
 
 def _prefixed(prefix: str, variables: dict) -> dict:
@@ -337,7 +339,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
                             attention=tf.zeros(tf.stack([batch, max_time]), dtype), cells=zeros, hiddens=zeros)
 
     def step(self, frame, state: DecoderState, memory: AttentionMemory, weights: StepWeights, *, prenet_masks=None,
-             prenet_seed=None, keep_c=None, keep_h=None, input_gates=None, project: bool = True,
+             prenet_seed=None, keep_c=None, keep_h=None, input_gates=None, bias_gates=None, project: bool = True,
              for_gradient: bool = False) -> tuple[StepOutputs, DecoderState]:
         """One decoder step (TF1 ``TacotronDecoderCell``): ``prenet(frame)`` -> decoder LSTMs over ``concat(prenet,
         previous context)`` -> attention -> frame and stop projections.
@@ -364,6 +366,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             keep_c, keep_h: optional per-layer zoneout keep-masks ``(batch, units)`` (training) -- None: inference
                 zoneout.
             input_gates: ``(batch, 4 * units)`` layer 1's prenet part, precomputed.
+            bias_gates: per LSTM layer ``(batch, 4 * units)`` added instead of its bias (layers after the first), or
+                None; given, ``StepOutputs.lstm_inputs`` holds each layer's product input (the teacher-forced
+                training loop's weight-gradient taps, :mod:`tf_layers._loop_weight_gradient`).
             project: compute the frames and stop (else ``StepOutputs.frames`` / ``.stop`` are None).
             for_gradient: route the tensors used several times through ``fan_out`` (a training loop's gradient).
 
@@ -374,8 +379,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         x = None
         if input_gates is None:
             x = self.prenet(frame, dropout_masks=prenet_masks, seed=prenet_seed)
-        out, cells, hiddens = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm, self.zoneout,
-                                         keep_c, keep_h, input_gates=input_gates)
+        out, cells, hiddens, *recorded = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm,
+                                                    self.zoneout, keep_c, keep_h, input_gates=input_gates,
+                                                    bias_gates=bias_gates, return_inputs=bias_gates is not None)
         history = out
         if for_gradient:  # the LSTM output feeds the attention, the history and (zoneout) its state
             out, history = fan_out(out, 2)
@@ -387,7 +393,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             projected = tf.matmul(tf.concat([out, context], -1), weights.projection_kernel) + weights.projection_bias
             n_frames = self.num_mels * self.outputs_per_step
             frames, stop = projected[:, :n_frames], self.stop_projection.activation(projected[:, n_frames:])
-        return (StepOutputs(frames, stop, alignments, history),
+        return (StepOutputs(frames, stop, alignments, history, recorded[0] if recorded else None),
                 DecoderState(context=context, attention=attention, cells=cells, hiddens=hiddens))
 
     def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False):
@@ -425,18 +431,39 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             keep_c = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
             keep_h = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
         ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
+        taps = bias_gates = None
+        if training:  # each LSTM kernel's gradient in one product after the loop (_loop_weight_gradient)
+            taps = StepInputs(n_layers)
+            lstm = w.lstm
+            gx = weight_gradient_tap(gx, lstm.recurrent_kernel, taps, 0)
+            bias_gates = [None] + [
+                weight_gradient_tap(tf.broadcast_to(lstm.biases[k], tf.stack([steps, batch, 4 * units])),
+                                    lstm.kernels[k], taps, k) for k in range(1, n_layers)]
+            w = w._replace(lstm=lstm._replace(kernels=tuple(tf.stop_gradient(k) for k in lstm.kernels),
+                                              recurrent_kernel=tf.stop_gradient(lstm.recurrent_kernel)))
 
-        def body(t, state, outs, contexts, aligns):
+        # the per-step gates as tensor lists: a list's read has a one-step gradient, a slice a full-size one per step
+        gx_ta = ta().unstack(gx)
+        bias_tas = None if bias_gates is None else [b if b is None else ta().unstack(b) for b in bias_gates]
+
+        def body(t, state, outs, contexts, aligns, recorded):
             out, state = self.step(None, state, memory, w, keep_c=None if keep_c is None else keep_c[t],
-                                   keep_h=None if keep_h is None else keep_h[t], input_gates=gx[t], project=False,
-                                   for_gradient=True)
+                                   keep_h=None if keep_h is None else keep_h[t], input_gates=gx_ta.read(t),
+                                   bias_gates=None if bias_tas is None else [b if b is None else b.read(t)
+                                                                             for b in bias_tas],
+                                   project=False, for_gradient=True)
+            if taps is not None:
+                recorded = tuple(r.write(t, tf.stop_gradient(x)) for r, x in zip(recorded, out.lstm_inputs))
             return (t + 1, state, outs.write(t, out.output), contexts.write(t, state.context),
-                    aligns.write(t, out.alignments))
+                    aligns.write(t, out.alignments), recorded)
 
-        loop = (tf.constant(0), state0, ta(), ta(), ta())
+        loop = (tf.constant(0), state0, ta(), ta(), ta(), () if taps is None else tuple(ta() for _ in range(n_layers)))
         # one iteration at a time: each step depends on the previous one anyway, and TF's gradient of a while loop
         # with parallel iterations can race on its AddN accumulators (AlreadyExistsError seen on 2 cores)
-        _, _, outs, contexts, aligns = tf.while_loop(lambda t, *_: t < steps, body, loop, parallel_iterations=1)
+        _, _, outs, contexts, aligns, recorded = tf.while_loop(lambda t, *_: t < steps, body, loop,
+                                                               parallel_iterations=1)
+        if taps is not None:
+            taps.inputs = [r.stack() for r in recorded]
         proj_in = tf.transpose(tf.concat([outs.stack(), contexts.stack()], -1), [1, 0, 2])  # (batch, steps, u + D)
         frames = self.frame_projection(proj_in)
         stop = self.stop_projection(proj_in, training=training)

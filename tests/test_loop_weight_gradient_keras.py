@@ -101,3 +101,32 @@ def test_decoder_training_gradients_equal_the_plain_loop():
         assert float(np.abs(a - r).max()) <= 1e-5 * scale, v.path
         checked += id(v) in lstm and scale > 1e-3
     assert checked == 2  # both LSTM kernels have real gradients
+
+
+def test_decoder_rnn_sequence_training_gradients_equal_the_plain_loop():
+    from tf_layers import DecoderRNN
+
+    g = np.random.default_rng(2)
+    batch, steps, n_in, units = 3, 9, 5, 12
+    rnn = DecoderRNN(layers=3, size=units, zoneout=0.1)
+    x = tf.constant(g.standard_normal((batch, steps, n_in)).astype(np.float32))
+    masks = [tuple((g.random((batch, steps, units)) > 0.1).astype(np.float32) for _ in range(2)) for _ in range(3)]
+    rnn(x, zoneout_masks=masks)
+    probe = g.standard_normal((batch, steps, units)).astype(np.float32)
+
+    def grads(training):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out, states = rnn(x, training=training, zoneout_masks=masks)
+            loss = tf.reduce_sum(out * probe) + tf.reduce_sum(states[-1][0])
+        return loss, tape.gradient(loss, rnn.trainable_variables + [x])
+
+    loss_plain, ref = grads(False)
+    loss_tap, got = grads(True)
+    np.testing.assert_allclose(loss_tap.numpy(), loss_plain.numpy(), rtol=1e-6)
+    assert len(ref) == 7  # 3 kernels, 3 biases, the input
+    for r, a in zip(ref, got):
+        r, a = np.asarray(r), np.asarray(a)
+        scale = float(np.abs(r).max())
+        assert scale > 1e-3
+        assert float(np.abs(a - r).max()) <= 1e-5 * scale

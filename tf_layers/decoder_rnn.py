@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from speechblocks.tf1_names import decoder_lstm_scope, decoder_rnn_tf1_variables
 
+from ._loop_weight_gradient import StepInputs, weight_gradient_tap
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -42,6 +43,31 @@ def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
     kernels = tuple(tf.cast(c.kernel, dtype) for c in cells)
     return LSTMStackWeights(kernels, kernels[0][:n_input], kernels[0][n_input:],
                             tuple(effective_bias(c.bias, dtype) for c in cells))
+
+
+def tap_stack_weights(w: LSTMStackWeights, gx, batch):
+    """A training loop's LSTM weights with their gradients taken after the loop (:mod:`._loop_weight_gradient`).
+
+    Args:
+        w: :class:`LSTMStackWeights`.
+        gx: ``(steps, batch, 4u)`` layer 1's precomputed input gates (input rows and bias).
+        batch: the batch size (a scalar tensor).
+
+    Returns:
+        ``(w, gx, bias_gates, holder)``: ``w`` with every kernel the loop multiplies detached, ``gx`` tapped for
+        layer 1's recurrent rows, ``bias_gates`` (``[None]`` then per upper layer its bias over the steps, tapped for
+        its kernel) for :func:`stack_step`, and the :class:`~._loop_weight_gradient.StepInputs` the loop must fill with
+        each layer's stacked product inputs (``return_inputs``) before the gradient is taken.
+    """
+    n_layers = len(w.kernels)
+    holder = StepInputs(n_layers)
+    gx = weight_gradient_tap(gx, w.recurrent_kernel, holder, 0)
+    shape = tf.stack([tf.shape(gx)[0], batch, tf.shape(gx)[2]])
+    bias_gates = [None] + [weight_gradient_tap(tf.broadcast_to(w.biases[k], shape), w.kernels[k], holder, k)
+                           for k in range(1, n_layers)]
+    w = w._replace(kernels=tuple(tf.stop_gradient(k) for k in w.kernels),
+                   recurrent_kernel=tf.stop_gradient(w.recurrent_kernel))
+    return w, gx, bias_gates, holder
 
 
 def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None,
@@ -96,7 +122,7 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
     return x, tuple(new_c), tuple(new_h)
 
 
-def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float):
+def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float, weight_taps: bool = False):
     """A ``MultiRNNCell`` of zoneout LSTMs over time in one ``tf.while_loop`` (:func:`stack_step` per step).
 
     Args:
@@ -104,20 +130,37 @@ def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float):
         w: :class:`LSTMStackWeights` (layer 1's input rows already applied in ``gx0``).
         c0, h0: tuples of initial states per layer ``(batch, u)``.
         keep_c, keep_h: ``(time, L, batch, u)`` keep-masks (training) or None.
+        weight_taps: training: each kernel's gradient from one product after the loop (:func:`tap_stack_weights`)
+            instead of TensorFlow's outer product and accumulation at every step; the same numbers up to rounding.
 
     Returns:
         outputs ``(time, batch, u)`` (raw output of the last layer) and the final ``(c, h)`` tuples.
     """
     n_steps = tf.shape(gx0)[0]
     units = w.recurrent_kernel.shape[0]
+    ta = lambda: tf.TensorArray(gx0.dtype, size=n_steps)  # noqa: E731
     outputs = tf.TensorArray(gx0.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
+    holder = bias_tas = None
+    if weight_taps:
+        w, gx0, bias_gates, holder = tap_stack_weights(w, gx0, tf.shape(h0[0])[0])
+        bias_tas = [b if b is None else ta().unstack(b) for b in bias_gates]
+    gx_ta = ta().unstack(gx0)  # a tensor list's read has a one-step gradient, a slice's is full size at every step
 
-    def body(t, cs, hs, outputs):
-        x, cs, hs = stack_step(None, None, cs, hs, w, z, None if keep_c is None else keep_c[t],
-                               None if keep_h is None else keep_h[t], input_gates=gx0[t])
-        return t + 1, cs, hs, outputs.write(t, x)
+    def body(t, cs, hs, outputs, recorded):
+        x, cs, hs, inputs = stack_step(None, None, cs, hs, w, z, None if keep_c is None else keep_c[t],
+                                       None if keep_h is None else keep_h[t], input_gates=gx_ta.read(t),
+                                       bias_gates=None if bias_tas is None else [b if b is None else b.read(t)
+                                                                                 for b in bias_tas],
+                                       return_inputs=True)
+        if holder is not None:
+            recorded = tuple(r.write(t, tf.stop_gradient(v)) for r, v in zip(recorded, inputs))
+        return t + 1, cs, hs, outputs.write(t, x), recorded
 
-    _, cs, hs, outputs = tf.while_loop(lambda t, *_: t < n_steps, body, (tf.constant(0), tuple(c0), tuple(h0), outputs))
+    recorded = () if holder is None else tuple(ta() for _ in w.kernels)
+    _, cs, hs, outputs, recorded = tf.while_loop(lambda t, *_: t < n_steps, body,
+                                                 (tf.constant(0), tuple(c0), tuple(h0), outputs, recorded))
+    if holder is not None:
+        holder.inputs = [r.stack() for r in recorded]
     return outputs.stack(), cs, hs
 
 
@@ -276,7 +319,8 @@ class DecoderRNN(TF1WeightsMixin, keras.layers.Layer):
             shape = tf.stack([tf.shape(x)[1], self.layers, tf.shape(x)[0], self.size])
             keep_c = keep_masks(shape, z, self.seed_generator, dtype)
             keep_h = keep_masks(shape, z, self.seed_generator, dtype)
-        out, cs, hs = stacked_scan(gx0, w, [s[0] for s in states], [s[1] for s in states], keep_c, keep_h, z)
+        out, cs, hs = stacked_scan(gx0, w, [s[0] for s in states], [s[1] for s in states], keep_c, keep_h, z,
+                                   weight_taps=bool(training))
         return tf.transpose(out, [1, 0, 2]), tuple(zip(cs, hs))
 
     def compute_output_shape(self, inputs_shape, states_shape=None):

@@ -9,9 +9,8 @@ import keras
 import tensorflow as tf
 
 from ._fan_out import fan_out
-from ._loop_weight_gradient import StepInputs, weight_gradient_tap
 from ._validation import check_float_tensor, check_lengths
-from .decoder_rnn import DecoderRNN, LSTMStackWeights, stack_step, stack_weights
+from .decoder_rnn import DecoderRNN, LSTMStackWeights, stack_step, stack_weights, tap_stack_weights
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import LocationSensitiveAttention
 from .prenet import Prenet
@@ -433,14 +432,8 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
         taps = bias_gates = None
         if training:  # each LSTM kernel's gradient in one product after the loop (_loop_weight_gradient)
-            taps = StepInputs(n_layers)
-            lstm = w.lstm
-            gx = weight_gradient_tap(gx, lstm.recurrent_kernel, taps, 0)
-            bias_gates = [None] + [
-                weight_gradient_tap(tf.broadcast_to(lstm.biases[k], tf.stack([steps, batch, 4 * units])),
-                                    lstm.kernels[k], taps, k) for k in range(1, n_layers)]
-            w = w._replace(lstm=lstm._replace(kernels=tuple(tf.stop_gradient(k) for k in lstm.kernels),
-                                              recurrent_kernel=tf.stop_gradient(lstm.recurrent_kernel)))
+            lstm, gx, bias_gates, taps = tap_stack_weights(w.lstm, gx, batch)
+            w = w._replace(lstm=lstm)
 
         # the per-step gates as tensor lists: a list's read has a one-step gradient, a slice a full-size one per step
         gx_ta = ta().unstack(gx)

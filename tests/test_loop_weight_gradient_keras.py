@@ -130,3 +130,27 @@ def test_decoder_rnn_sequence_training_gradients_equal_the_plain_loop():
         scale = float(np.abs(r).max())
         assert scale > 1e-3
         assert float(np.abs(a - r).max()) <= 1e-5 * scale
+
+
+def test_decoder_rnn_tapped_gradients_under_mixed_precision():
+    # float16 compute: the taps' products run in the compute dtype, the variables' gradients arrive in float32
+    from tf_layers import DecoderRNN
+
+    g = np.random.default_rng(3)
+    x = g.standard_normal((2, 6, 5)).astype(np.float32)
+    ref = DecoderRNN(layers=2, size=8, zoneout=0.0)
+    mp = DecoderRNN(layers=2, size=8, zoneout=0.0, dtype="mixed_float16")
+    ref(x), mp(x)
+    mp.set_weights(ref.get_weights())
+
+    def grads(rnn):
+        with tf.GradientTape() as tape:
+            out, _ = rnn(x, training=True)
+            loss = tf.reduce_sum(tf.cast(out, tf.float32) ** 2)
+        return tape.gradient(loss, rnn.trainable_variables)
+
+    for r, a in zip(grads(ref), grads(mp)):
+        assert a.dtype == tf.float32
+        r, a = r.numpy(), a.numpy()
+        assert np.all(np.isfinite(a))
+        assert np.abs(a - r).max() <= 1e-2 * max(1.0, np.abs(r).max())

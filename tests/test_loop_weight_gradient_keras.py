@@ -154,3 +154,20 @@ def test_decoder_rnn_tapped_gradients_under_mixed_precision():
         r, a = r.numpy(), a.numpy()
         assert np.all(np.isfinite(a))
         assert np.abs(a - r).max() <= 1e-2 * max(1.0, np.abs(r).max())
+
+
+def test_decoder_rnn_sequence_of_no_steps():
+    # as the torch twin: outputs (batch, 0, u), the final states the initial ones, zero gradients in training
+    from tf_layers import DecoderRNN
+
+    rnn = DecoderRNN(layers=2, size=8, zoneout=0.1)
+    rnn(np.zeros((2, 3, 5), np.float32))
+    h0 = [(tf.ones((2, 8)) * 0.5, tf.ones((2, 8)) * 0.25)] * 2
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            out, states = rnn(np.zeros((2, 0, 5), np.float32), h0, training=training)
+            loss = tf.reduce_sum(out) + tf.reduce_sum(states[1][1])
+        assert tuple(out.shape) == (2, 0, 8)
+        np.testing.assert_array_equal(states[1][1].numpy(), h0[1][1].numpy())
+        for g in tape.gradient(loss, rnn.trainable_variables):
+            assert g is None or not np.any(np.asarray(tf.convert_to_tensor(g)))

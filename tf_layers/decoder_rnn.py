@@ -159,9 +159,12 @@ def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float, wei
     recorded = () if holder is None else tuple(ta() for _ in w.kernels)
     _, cs, hs, outputs, recorded = tf.while_loop(lambda t, *_: t < n_steps, body,
                                                  (tf.constant(0), tuple(c0), tuple(h0), outputs, recorded))
+    batch = tf.shape(h0[0])[0]
+    # reshaped: a loop of no steps stacks its empty lists to shape (0,)
     if holder is not None:
-        holder.inputs = [r.stack() for r in recorded]
-    return outputs.stack(), cs, hs
+        rows = [w.recurrent_kernel.shape[0]] + [k.shape[0] for k in w.kernels[1:]]
+        holder.inputs = [tf.reshape(r.stack(), tf.stack([n_steps, batch, n])) for r, n in zip(recorded, rows)]
+    return tf.reshape(outputs.stack(), tf.stack([n_steps, batch, units])), cs, hs
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")

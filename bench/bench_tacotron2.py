@@ -22,9 +22,9 @@ The floor: at batch 1 a decoder step reads every decoder weight once, so the tim
 matrix-vector product takes to read them bounds the step: ``gemv_floor`` times numpy's BLAS (OpenBLAS, as many threads
 as the sides) multiplying a vector by every decoder weight in turn (2-D, random values, the step's shapes), best of 5
 averages of 20 passes, again before every synthesis round (the median is the floor: the machine's speed drifts). That
-streams at ~34-40 GB/s here, where a large numpy copy (printed too) gives ~23-27 GB/s of
-read + write bytes: the copy is the lower bar, the GEMV the one a step can reach. ``profile`` lines: the ops of
-largest self time per step.
+streams at ~35-46 GB/s here (some of it may be the 32 MiB L3 keeping part of the weights), where a large numpy
+copy (printed too) gives ~23-28 GB/s of read + write bytes: the copy is the lower bar, the GEMV the one a step can
+reach. ``profile`` lines: the ops of largest self time per step.
 """
 from __future__ import annotations
 

@@ -45,29 +45,58 @@ def stack_weights(cells, dtype, n_input: int) -> LSTMStackWeights:
                             tuple(effective_bias(c.bias, dtype) for c in cells))
 
 
-def tap_stack_weights(w: LSTMStackWeights, gx, batch):
-    """A training loop's LSTM weights with their gradients taken after the loop (:mod:`._loop_weight_gradient`).
+class LoopGates:
+    """The per-step gates of a loop over :func:`stack_step` whose layer-1 input gates ``gx`` ``(steps, batch, 4u)``
+    (input rows and bias) were computed for every step beforehand; the one set-up of the teacher-forced decoder loop
+    and :func:`stacked_scan`.
 
-    Args:
-        w: :class:`LSTMStackWeights`.
-        gx: ``(steps, batch, 4u)`` layer 1's precomputed input gates (input rows and bias).
-        batch: the batch size (a scalar tensor).
-
-    Returns:
-        ``(w, gx, bias_gates, holder)``: ``w`` with every kernel the loop multiplies detached, ``gx`` tapped for
-        layer 1's recurrent rows, ``bias_gates`` (``[None]`` then per upper layer its bias over the steps, tapped for
-        its kernel) for :func:`stack_step`, and the :class:`~._loop_weight_gradient.StepInputs` the loop must fill with
-        each layer's stacked product inputs (``return_inputs``) before the gradient is taken.
+    The gates are read from tensor lists (:meth:`read`: a list read's gradient is one step, a slice's a full-size
+    tensor at every step). With ``weight_taps`` (training) each kernel's gradient comes from one product after the
+    loop (:mod:`._loop_weight_gradient`): :attr:`w` has every kernel the loop multiplies detached, ``gx`` is tapped
+    for layer 1's recurrent rows and each upper layer's bias, broadcast over the steps, for its kernel; the loop
+    carries :meth:`records` as a loop variable, :meth:`record` s each step's product inputs (``stack_step``'s
+    ``return_inputs``) and hands them to the taps with :meth:`finish` before the gradient is taken.
     """
-    n_layers = len(w.kernels)
-    holder = StepInputs(n_layers)
-    gx = weight_gradient_tap(gx, w.recurrent_kernel, holder, 0)
-    shape = tf.stack([tf.shape(gx)[0], batch, tf.shape(gx)[2]])
-    bias_gates = [None] + [weight_gradient_tap(tf.broadcast_to(w.biases[k], shape), w.kernels[k], holder, k)
-                           for k in range(1, n_layers)]
-    w = w._replace(kernels=tuple(tf.stop_gradient(k) for k in w.kernels),
-                   recurrent_kernel=tf.stop_gradient(w.recurrent_kernel))
-    return w, gx, bias_gates, holder
+
+    def __init__(self, w: LSTMStackWeights, gx, weight_taps: bool):
+        self.steps, self.batch = tf.shape(gx)[0], tf.shape(gx)[1]
+        self._dtype = gx.dtype
+        self._holder = bias = None
+        if weight_taps:
+            self._holder = StepInputs(len(w.kernels))
+            self._rows = [w.recurrent_kernel.shape[0]] + [k.shape[0] for k in w.kernels[1:]]
+            bias = [None] + [weight_gradient_tap(tf.broadcast_to(w.biases[k], tf.shape(gx)), w.kernels[k],
+                                                 self._holder, k) for k in range(1, len(w.kernels))]
+            gx = weight_gradient_tap(gx, w.recurrent_kernel, self._holder, 0)
+            w = w._replace(kernels=tuple(tf.stop_gradient(k) for k in w.kernels),
+                           recurrent_kernel=tf.stop_gradient(w.recurrent_kernel))
+        self.w = w
+        self._gx = self._list().unstack(gx)
+        self._bias = None if bias is None else [b if b is None else self._list().unstack(b) for b in bias]
+
+    def _list(self):
+        return tf.TensorArray(self._dtype, size=self.steps)
+
+    def read(self, t):
+        """``(input_gates, bias_gates)`` of step ``t`` for :func:`stack_step` (``bias_gates`` None without taps)."""
+        return self._gx.read(t), None if self._bias is None else [b if b is None else b.read(t) for b in self._bias]
+
+    def records(self) -> tuple:
+        """The loop variable :meth:`record` fills: one tensor list per layer with taps, else ``()``."""
+        return () if self._holder is None else tuple(self._list() for _ in self._rows)
+
+    def record(self, records: tuple, t, inputs) -> tuple:
+        """``records`` with step ``t``'s product inputs ``inputs`` (per layer ``(batch, rows)``) written, detached."""
+        if self._holder is None:
+            return records
+        return tuple(r.write(t, tf.stop_gradient(x)) for r, x in zip(records, inputs))
+
+    def finish(self, records: tuple) -> None:
+        """After the loop: the stacked inputs ``(steps, batch, rows)`` to the taps (reshaped: a loop of no steps
+        stacks its empty lists to shape ``(0,)``)."""
+        if self._holder is not None:
+            self._holder.inputs = [tf.reshape(r.stack(), tf.stack([self.steps, self.batch, n]))
+                                   for r, n in zip(records, self._rows)]
 
 
 def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, keep_h=None, *, input_gates=None,
@@ -95,7 +124,7 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
         input_gates: ``(batch, 4u)`` or None.
         bias_gates: per layer ``(batch, 4u)`` added instead of that layer's bias (layers after the first; entries
             None: the bias), or None: a teacher-forced training loop passes its
-            :func:`~tf_layers._loop_weight_gradient.weight_gradient_tap` of each bias here.
+            :func:`~tf_layers._loop_weight_gradient.weight_gradient_tap` of each bias here (:class:`LoopGates`).
         return_inputs: also return each layer's product input (``[carried, h]`` for layer 1 with ``input_gates``,
             else ``[input, h]``), ``(batch, rows of the kernel it multiplies)``.
 
@@ -130,41 +159,28 @@ def stacked_scan(gx0, w: LSTMStackWeights, c0, h0, keep_c, keep_h, z: float, wei
         w: :class:`LSTMStackWeights` (layer 1's input rows already applied in ``gx0``).
         c0, h0: tuples of initial states per layer ``(batch, u)``.
         keep_c, keep_h: ``(time, L, batch, u)`` keep-masks (training) or None.
-        weight_taps: training: each kernel's gradient from one product after the loop (:func:`tap_stack_weights`)
+        weight_taps: training: each kernel's gradient from one product after the loop (:class:`LoopGates`)
             instead of TensorFlow's outer product and accumulation at every step; the same numbers up to rounding.
 
     Returns:
         outputs ``(time, batch, u)`` (raw output of the last layer) and the final ``(c, h)`` tuples.
     """
-    n_steps = tf.shape(gx0)[0]
+    gates = LoopGates(w, gx0, weight_taps)
     units = w.recurrent_kernel.shape[0]
-    ta = lambda: tf.TensorArray(gx0.dtype, size=n_steps)  # noqa: E731
-    outputs = tf.TensorArray(gx0.dtype, size=n_steps, element_shape=tf.TensorShape([None, units]))
-    holder = bias_tas = None
-    if weight_taps:
-        w, gx0, bias_gates, holder = tap_stack_weights(w, gx0, tf.shape(h0[0])[0])
-        bias_tas = [b if b is None else ta().unstack(b) for b in bias_gates]
-    gx_ta = ta().unstack(gx0)  # a tensor list's read has a one-step gradient, a slice's is full size at every step
+    outputs = tf.TensorArray(gx0.dtype, size=gates.steps, element_shape=tf.TensorShape([None, units]))
 
-    def body(t, cs, hs, outputs, recorded):
-        x, cs, hs, inputs = stack_step(None, None, cs, hs, w, z, None if keep_c is None else keep_c[t],
-                                       None if keep_h is None else keep_h[t], input_gates=gx_ta.read(t),
-                                       bias_gates=None if bias_tas is None else [b if b is None else b.read(t)
-                                                                                 for b in bias_tas],
-                                       return_inputs=True)
-        if holder is not None:
-            recorded = tuple(r.write(t, tf.stop_gradient(v)) for r, v in zip(recorded, inputs))
-        return t + 1, cs, hs, outputs.write(t, x), recorded
+    def body(t, cs, hs, outputs, records):
+        input_gates, bias_gates = gates.read(t)
+        x, cs, hs, inputs = stack_step(None, None, cs, hs, gates.w, z, None if keep_c is None else keep_c[t],
+                                       None if keep_h is None else keep_h[t], input_gates=input_gates,
+                                       bias_gates=bias_gates, return_inputs=True)
+        return t + 1, cs, hs, outputs.write(t, x), gates.record(records, t, inputs)
 
-    recorded = () if holder is None else tuple(ta() for _ in w.kernels)
-    _, cs, hs, outputs, recorded = tf.while_loop(lambda t, *_: t < n_steps, body,
-                                                 (tf.constant(0), tuple(c0), tuple(h0), outputs, recorded))
-    batch = tf.shape(h0[0])[0]
-    # reshaped: a loop of no steps stacks its empty lists to shape (0,)
-    if holder is not None:
-        rows = [w.recurrent_kernel.shape[0]] + [k.shape[0] for k in w.kernels[1:]]
-        holder.inputs = [tf.reshape(r.stack(), tf.stack([n_steps, batch, n])) for r, n in zip(recorded, rows)]
-    return tf.reshape(outputs.stack(), tf.stack([n_steps, batch, units])), cs, hs
+    _, cs, hs, outputs, records = tf.while_loop(lambda t, *_: t < gates.steps, body,
+                                                (tf.constant(0), tuple(c0), tuple(h0), outputs, gates.records()))
+    gates.finish(records)
+    # reshaped: a loop of no steps stacks its empty list to shape (0,)
+    return tf.reshape(outputs.stack(), tf.stack([gates.steps, gates.batch, units])), cs, hs
 
 
 @keras.saving.register_keras_serializable(package="speechblocks")

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
-from .decoder_rnn import DecoderRNN, LSTMStackWeights, stack_step, stack_weights, tap_stack_weights
+from .decoder_rnn import DecoderRNN, LoopGates, LSTMStackWeights, stack_step, stack_weights
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import LocationSensitiveAttention
 from .prenet import Prenet
@@ -430,33 +430,24 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             keep_c = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
             keep_h = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
         ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
-        taps = bias_gates = None
-        if training:  # each LSTM kernel's gradient in one product after the loop (_loop_weight_gradient)
-            lstm, gx, bias_gates, taps = tap_stack_weights(w.lstm, gx, batch)
-            w = w._replace(lstm=lstm)
+        # training: each LSTM kernel's gradient in one product after the loop (_loop_weight_gradient)
+        gates = LoopGates(w.lstm, gx, weight_taps=training)
+        w = w._replace(lstm=gates.w)
 
-        # the per-step gates as tensor lists: a list's read has a one-step gradient, a slice a full-size one per step
-        gx_ta = ta().unstack(gx)
-        bias_tas = None if bias_gates is None else [b if b is None else ta().unstack(b) for b in bias_gates]
-
-        def body(t, state, outs, contexts, aligns, recorded):
+        def body(t, state, outs, contexts, aligns, records):
+            input_gates, bias_gates = gates.read(t)
             out, state = self.step(None, state, memory, w, keep_c=None if keep_c is None else keep_c[t],
-                                   keep_h=None if keep_h is None else keep_h[t], input_gates=gx_ta.read(t),
-                                   bias_gates=None if bias_tas is None else [b if b is None else b.read(t)
-                                                                             for b in bias_tas],
-                                   project=False, for_gradient=True)
-            if taps is not None:
-                recorded = tuple(r.write(t, tf.stop_gradient(x)) for r, x in zip(recorded, out.lstm_inputs))
+                                   keep_h=None if keep_h is None else keep_h[t], input_gates=input_gates,
+                                   bias_gates=bias_gates, project=False, for_gradient=True)
             return (t + 1, state, outs.write(t, out.output), contexts.write(t, state.context),
-                    aligns.write(t, out.alignments), recorded)
+                    aligns.write(t, out.alignments), gates.record(records, t, out.lstm_inputs))
 
-        loop = (tf.constant(0), state0, ta(), ta(), ta(), () if taps is None else tuple(ta() for _ in range(n_layers)))
+        loop = (tf.constant(0), state0, ta(), ta(), ta(), gates.records())
         # one iteration at a time: each step depends on the previous one anyway, and TF's gradient of a while loop
         # with parallel iterations can race on its AddN accumulators (AlreadyExistsError seen on 2 cores)
-        _, _, outs, contexts, aligns, recorded = tf.while_loop(lambda t, *_: t < steps, body, loop,
-                                                               parallel_iterations=1)
-        if taps is not None:
-            taps.inputs = [r.stack() for r in recorded]
+        _, _, outs, contexts, aligns, records = tf.while_loop(lambda t, *_: t < steps, body, loop,
+                                                              parallel_iterations=1)
+        gates.finish(records)
         proj_in = tf.transpose(tf.concat([outs.stack(), contexts.stack()], -1), [1, 0, 2])  # (batch, steps, u + D)
         frames = self.frame_projection(proj_in)
         stop = self.stop_projection(proj_in, training=training)

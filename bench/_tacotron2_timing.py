@@ -15,8 +15,9 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
      ``fit`` runs). Should that fail with ``AlreadyExistsError`` (TF grappler's AddN -> TemporaryVariable rewrite
      in the decoder loop's gradient, tensorflow#23780/#38906: at RTVC sizes the 2nd step fails), the server notes
      it and times the same call with grappler off around the training step only (``disable_meta_optimizer``);
-   * ``torch``: ``torch_layers.Tacotron2.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()`` (the
-     decoder loop is the module's TorchScript function; no further compilation is documented); training a second model,
+   * ``torch``: ``torch_layers.Tacotron2.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()``
+     (at batch 1 the decoder runs the native step, :mod:`torch_layers._native`, built on first use; else the
+     module's TorchScript loop); training a second model,
      the ordinary loop step (``zero_grad``, forward in ``train()``, ``tacotron2_loss``, ``backward``,
      ``clip_grad_norm_(1.0)``, ``Adam.step``);
    * ``legacy``: the TF1 graph ``parity_tests.legacy.tf1_tacotron2.tacotron2`` under ``Tacotron_model/inference``
@@ -32,7 +33,8 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
    saves its outputs, plus the shape of the timed synthesis' ``mel_outputs``, to ``check`` (``.npz``);
 3. warms the timed calls up and prints ``ready`` (and a JSON of notes: ``train_note`` when the documented
    training path fails and a workaround is timed; ``profile``: the ops of largest self time in a
-   ``PROFILE_STEPS``-step synthesis, from ``torch.profiler``, TensorFlow's profiler trace (Keras) or the TF1
+   ``PROFILE_STEPS``-step synthesis, from ``torch.profiler`` (and the native step's own phase clock,
+   :func:`torch_layers._native.phase_profile`), TensorFlow's profiler trace (Keras) or the TF1
    session's step stats); then each stdin line ``synth N`` / ``short N`` (the same
    synthesis with ``max_iters=1``: encoder, one step, postnet) / ``train N`` runs that call N times and prints
    the seconds.
@@ -191,6 +193,7 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(threads)
     import torch_layers
+    from torch_layers import _native
 
     steps = cfg["synth"]["steps"]
     ckpt = cfg["checkpoints"]
@@ -223,9 +226,12 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
         return float(loss)
 
     synth(PROFILE_STEPS)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, \
+            _native.phase_profile() as phases:
         synth(PROFILE_STEPS)
     ops = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()}  # ms
+    # the native decoder step is one C call a step, which torch.profiler does not see: its own phase clock
+    ops.update({"native step: " + name: phases[name] * 1e3 for name in _native.PHASES if phases["steps"]})
     info = {"profile": _top_ops(ops, PROFILE_STEPS)}
     return {"synth": synth, "short": lambda: synth(1), "train": train}, {"synth": 2, "short": 2, "train": 1}, info
 

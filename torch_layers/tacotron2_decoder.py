@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import _native
 from ._decoder_containers import AttentionMemory, DecoderConfig, DecoderState, DecoderWeights
 from ._packed_linear import ONEDNN, StepInputs, WeightGradTap, can_pack, pack, pack_hint
 from ._validation import check_float_tensor, check_positive_int, hparam
@@ -654,6 +655,13 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
                       keep_c: Optional[Tensor], keep_h: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, bool]:
         """An eager call's loop (:func:`_eager_decoder_loop`) with the weights of :meth:`_loop_weights`; training
         through weight-gradient taps, it hands the steps' LSTM inputs to the taps' holder."""
+        if teacher_prenet is None and keep_c is None and keep_h is None:
+            native = self._native_loop(memory, cfg)
+            if native is not None:
+                options = getattr(_LOOP_OPTIONS, "value", None)
+                progress = None if options is None else options[0]
+                report = None if progress is None else (lambda step, probs: progress(step, float(probs.max())))
+                return native.run(min(n_steps, mask_steps), prenet_keep, report)
         w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, go_frame.shape[0])
         frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
             n_steps, mask_steps, teacher_prenet, go_frame, memory, w, cfg, prenet_keep, keep_c, keep_h, taps,
@@ -661,6 +669,30 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         if holder is not None:
             holder.inputs = list(step_inputs)
         return frames, stop, alignments, finished
+
+    @torch.jit.unused
+    def _native_loop(self, memory: AttentionMemory, cfg: DecoderConfig) -> Optional[_native.NativeDecoderLoop]:
+        """The native free-running loop (:mod:`torch_layers._native`) for this call, or ``None`` when it does not
+        apply: batch 1, float32 on the CPU, no gradient recorded, a ReLU pre-net, the sizes its C step holds (the
+        shapes checked here, so a mis-shaped weight goes to the TorchScript loop and its error), the library built."""
+        values = memory.values
+        if values.shape[0] != 1 or values.dtype != torch.float32 or values.device.type != "cpu":
+            return None
+        if cfg.prenet_activation != "relu" or not _native.enabled():
+            return None
+        w = self.step_weights()
+        tensors = (w.prenet_weights + w.prenet_biases + w.lstm_weights + w.lstm_biases
+                   + [w.query_weight, w.location_weight, w.v_a, w.projection_weight, w.projection_bias, memory.keys])
+        if torch.is_grad_enabled() and any(x.requires_grad for x in tensors + [values]):
+            return None
+        if not all(x.dtype == torch.float32 and x.device.type == "cpu" for x in tensors):
+            return None
+        if not _native.shapes_fit(w, cfg, memory, self.num_mels):
+            return None
+        lib = _native.library()
+        if lib is None:
+            return None
+        return _native.NativeDecoderLoop(lib, w, cfg, memory, self.num_mels, self.stop_at_any, torch.get_num_threads())
 
     @torch.jit.unused
     def step_module(self) -> DecoderStep:

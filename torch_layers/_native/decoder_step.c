@@ -1,0 +1,309 @@
+/* One Tacotron-2 decoder step at batch 1 in one call: pre-net, zoneout LSTM stack, location-sensitive attention,
+ * frame and stop projections, the stop rule.  The maths of torch_layers.tacotron2_decoder.decoder_step (and so of
+ * TF1's TacotronDecoderCell), in float32; only the order of each sum differs from the library kernels.
+ *
+ * Why: at batch 1 a step streams ~60 MiB of LSTM weights, and the ~100 small ops around those two products cost
+ * more than the products' distance from the memory bandwidth.  Here the whole step runs in one OpenMP parallel
+ * region (the process's OpenMP runtime: torch's, loaded first), each thread streaming its own rows.
+ *
+ * Built on first use by torch_layers/_native/__init__.py (gcc -O3 -march=native -fopenmp); every caller checks the
+ * result against the TorchScript loop in tests/test_native_decoder_step.py.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+#include <omp.h>
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(SB_LIBMVEC)
+#include <immintrin.h>
+__m512 _ZGVeN16v_expf(__m512);
+__m512 _ZGVeN16v_tanhf(__m512);
+#define SB_VW 16
+#elif defined(__x86_64__) && defined(__AVX2__) && defined(SB_LIBMVEC)
+#include <immintrin.h>
+__m256 _ZGVdN8v_expf(__m256);
+__m256 _ZGVdN8v_tanhf(__m256);
+#define SB_VW 8
+#endif
+
+/* x[i] = tanh(x[i]) and x[i] = exp(x[i]) over n floats (glibc's vector maths when built with it) */
+static void v_tanh(float *x, int n) {
+    int i = 0;
+#if defined(SB_VW) && SB_VW == 16
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _ZGVeN16v_tanhf(_mm512_loadu_ps(x + i)));
+#elif defined(SB_VW) && SB_VW == 8
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _ZGVdN8v_tanhf(_mm256_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) x[i] = tanhf(x[i]);
+}
+
+static void v_exp(float *x, int n) {
+    int i = 0;
+#if defined(SB_VW) && SB_VW == 16
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _ZGVeN16v_expf(_mm512_loadu_ps(x + i)));
+#elif defined(SB_VW) && SB_VW == 8
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _ZGVdN8v_expf(_mm256_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) x[i] = expf(x[i]);
+}
+
+/* x[i] = 1 / (1 + exp(-x[i])) */
+static void v_sigmoid(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = -x[i];
+    v_exp(x, n);
+    for (int i = 0; i < n; i++) x[i] = 1.0f / (1.0f + x[i]);
+}
+
+/* y[r] = W[r, :] . x + b[r] for rows [r0, r1) of a row-major (rows, n) W; b may be NULL.  One row at a time: a
+ * single stream per thread reads faster here than 4 or 8 rows at once (72 vs 51-59 GB/s in a probe). */
+static void gemv_rows(const float *W, const float *b, const float *x, int n, int r0, int r1, float *y) {
+    for (int r = r0; r < r1; r++) {
+        const float *w = W + (size_t)r * n;
+        float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+        for (int i = 0; i < n; i++) acc += w[i] * x[i];
+        y[r] = b ? acc + b[r] : acc;
+    }
+}
+
+/* [lo, hi) of n items for thread t of nt, in multiples of `align` */
+static void share(int n, int t, int nt, int align, int *lo, int *hi) {
+    int per = (n + nt - 1) / nt;
+    per = (per + align - 1) / align * align;
+    int a = t * per, b = a + per;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
+#define SB_MAX_LAYERS 8
+#define SB_MAX_UNITS 1024  /* attention units */
+
+/* The weights and constants of a decoder (pointers into torch tensors, float32, contiguous). */
+typedef struct {
+    int layers, units, input0;       /* LSTM stack; layer 1's input is [pre-net output, context] (input0 wide) */
+    const float *lstm_w[SB_MAX_LAYERS], *lstm_b[SB_MAX_LAYERS];  /* (4u, in_k + u) torch order i,f,g,o; (4u,) */
+    float keep_new, keep_old;        /* inference zoneout: new * keep_new + prev * keep_old */
+    int zoneout;
+    int prenet_layers, num_mels;
+    int prenet_sizes[SB_MAX_LAYERS];
+    const float *prenet_w[SB_MAX_LAYERS], *prenet_b[SB_MAX_LAYERS];
+    float drop_rate, drop_scale;     /* keep where u >= rate; kept = x * scale */
+    int att_units, max_time, memory_size, kernel, pad_before, smoothing, cumulate;
+    const float *query_w;            /* (att_units, units) */
+    const float *location_wt;        /* (kernel, att_units): the fused location kernel, transposed */
+    const float *v_a;                /* (att_units,) */
+    const float *keys_t;             /* (max_time, att_units): keys with every constant bias */
+    const float *values;             /* (max_time, memory_size) */
+    const float *score_bias;         /* (max_time,) 0 / -inf, or NULL */
+    int proj_rows, frame_size, r, stop_at_any;
+    const float *proj_w, *proj_b;    /* (frame_size + r, units + memory_size), (frame_size + r,) */
+    int threads;
+} sb_decoder;
+
+/* The recurrent state and the scratch of a step (float32 buffers the caller allocates, sizes in comments). */
+typedef struct {
+    float *cells, *hiddens;          /* (layers, units) */
+    float *context;                  /* (memory_size) */
+    float *attention;                /* (max_time) cumulative alignments */
+    float *frame;                    /* (num_mels) the previous frame */
+    float *xin;                      /* (layers + 1, nmax): each layer's [input, h] */
+    int nmax;
+    float *gates;                    /* (4u) */
+    float *prenet_buf;               /* (2, prenet_max) */
+    int prenet_max;
+    float *query;                    /* (att_units) */
+    float *energy;                   /* (att_units * max_time) tanh arguments, then (max_time) energies */
+    float *out;                      /* (units + memory_size): [LSTM output, context] */
+    double *timings;                 /* NULL, or (SB_PHASES) seconds added per phase (thread 0's clock) */
+} sb_state;
+
+/* the phases of a step, in sb_state.timings: pre-net, LSTM stack, attention query, energies (location convolution,
+ * tanh, v_a), their normalisation, context and attention state, projections and the stop rule */
+#define SB_PHASES 7
+#define SB_MARK(phase)                                          \
+    do {                                                        \
+        if (s->timings && t == 0) {                             \
+            double now_ = omp_get_wtime();                      \
+            s->timings[phase] += now_ - mark_;                  \
+            mark_ = now_;                                       \
+        }                                                       \
+    } while (0)
+
+/* One step.  uniform: the pre-net's uniform draws (sum of prenet sizes), or keep-masks when keep_given;
+ * writes projected (proj_rows: frames then stop probabilities) and alignments (max_time); returns 1 when the stop
+ * rule fired (every one of the r stop probabilities rounds to 1, or any of them with stop_at_any). */
+int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int keep_given, float *projected,
+                    float *alignments) {
+    const int u = m->units, T = m->max_time, D = m->memory_size, U = m->att_units;
+    int fired = 0;
+#pragma omp parallel num_threads(m->threads)
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int lo, hi;
+        double mark_ = s->timings && t == 0 ? omp_get_wtime() : 0.0;
+        /* pre-net: dense -> relu -> dropout (selected: a dropped entry is 0), layer by layer */
+        const float *px = s->frame;
+        int pin = m->num_mels, off = 0;
+        for (int k = 0; k < m->prenet_layers; k++) {
+            int n_out = m->prenet_sizes[k];
+            float *py = s->prenet_buf + (size_t)(k % 2) * s->prenet_max;
+            if (k == m->prenet_layers - 1) py = s->xin;  /* the last layer writes layer 1's input directly */
+            share(n_out, t, nt, 4, &lo, &hi);
+            gemv_rows(m->prenet_w[k], m->prenet_b[k], px, pin, lo, hi, py);
+            for (int j = lo; j < hi; j++) {
+                float v = py[j] > 0.f ? py[j] : (py[j] == py[j] ? 0.f : py[j]);  /* relu keeping NaN */
+                int keep = keep_given ? uniform[off + j] != 0.f : uniform[off + j] >= m->drop_rate;
+                float kept = m->drop_rate == 0.f ? v : v * m->drop_scale;
+                py[j] = keep ? kept : 0.f;
+            }
+            off += n_out;
+            px = py;
+            pin = n_out;
+#pragma omp barrier
+        }
+        SB_MARK(0);
+        /* LSTM stack: thread t owns units [lo, hi) and so all four gate rows of each */
+        share(u, t, nt, 4, &lo, &hi);
+        if (t == 0) {
+            memcpy(s->xin + m->prenet_sizes[m->prenet_layers - 1], s->context, sizeof(float) * D);
+        }
+        for (int j = lo; j < hi; j++) s->xin[m->input0 + j] = s->hiddens[j];
+#pragma omp barrier
+        for (int k = 0; k < m->layers; k++) {
+            const int n = (k == 0 ? m->input0 : u) + u;
+            const float *xk = s->xin + (size_t)k * s->nmax;
+            float *xn = s->xin + (size_t)(k + 1) * s->nmax;
+            float *g = s->gates;
+            for (int q = 0; q < 4; q++) gemv_rows(m->lstm_w[k], m->lstm_b[k], xk, n, q * u + lo, q * u + hi, g);
+            const int w = hi - lo;
+            if (w > 0) {
+                v_sigmoid(g + lo, w);          /* i */
+                v_sigmoid(g + u + lo, w);      /* f */
+                v_tanh(g + 2 * u + lo, w);     /* g */
+                v_sigmoid(g + 3 * u + lo, w);  /* o */
+            }
+            float *ck = s->cells + (size_t)k * u, *hk = s->hiddens + (size_t)k * u;
+            float tc[64], cnew[64];
+            for (int j0 = lo; j0 < hi; j0 += 64) {
+                int j1 = j0 + 64 < hi ? j0 + 64 : hi;
+                for (int j = j0; j < j1; j++) tc[j - j0] = g[u + j] * ck[j] + g[j] * g[2 * u + j];
+                memcpy(cnew, tc, sizeof(float) * (j1 - j0));
+                v_tanh(tc, j1 - j0);
+                for (int j = j0; j < j1; j++) {
+                    float hn = g[3 * u + j] * tc[j - j0];
+                    float c_new = cnew[j - j0];
+                    if (k + 1 < m->layers) {
+                        xn[j] = hn;
+                        xn[u + j] = s->hiddens[(size_t)(k + 1) * u + j];
+                    } else {
+                        s->out[j] = hn;
+                    }
+                    if (m->zoneout) {
+                        ck[j] = c_new * m->keep_new + ck[j] * m->keep_old;
+                        hk[j] = hn * m->keep_new + hk[j] * m->keep_old;
+                    } else {
+                        ck[j] = c_new;
+                        hk[j] = hn;
+                    }
+                }
+            }
+#pragma omp barrier
+        }
+        SB_MARK(1);
+        /* attention: the processed query, then energies over this thread's share of the memory steps */
+        share(U, t, nt, 4, &lo, &hi);
+        gemv_rows(m->query_w, NULL, s->out, u, lo, hi, s->query);
+#pragma omp barrier
+        SB_MARK(2);
+        share(T, t, nt, 4, &lo, &hi);
+        if (hi > lo) {
+            const int K = m->kernel, pb = m->pad_before;
+            float *e = s->energy + (size_t)lo * U;  /* (hi - lo, U): the tanh arguments of these steps */
+            for (int i = lo; i < hi; i++) {
+                float *ei = e + (size_t)(i - lo) * U;
+                float loc[SB_MAX_UNITS];
+                for (int a = 0; a < U; a++) loc[a] = 0.f;
+                for (int kk = 0; kk < K; kk++) {  /* 'same' convolution of the previous (cumulative) alignments */
+                    const int src = i + kk - pb;
+                    if (src < 0 || src >= T) continue;
+                    const float sv = s->attention[src];
+                    const float *lw = m->location_wt + (size_t)kk * U;
+#pragma omp simd
+                    for (int a = 0; a < U; a++) loc[a] += lw[a] * sv;
+                }
+                const float *ki = m->keys_t + (size_t)i * U;
+#pragma omp simd
+                for (int a = 0; a < U; a++) ei[a] = (ki[a] + s->query[a]) + loc[a];
+            }
+            v_tanh(e, (hi - lo) * U);
+            for (int i = lo; i < hi; i++) {
+                const float *ei = e + (size_t)(i - lo) * U;
+                float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+                for (int a = 0; a < U; a++) acc += m->v_a[a] * ei[a];
+                if (m->score_bias && m->score_bias[i] < 0.f) acc = m->score_bias[i];
+                alignments[i] = acc;  /* the energies, normalised below */
+            }
+        }
+#pragma omp barrier
+        SB_MARK(3);
+        if (t == 0) {
+            float *a = alignments;
+            if (m->smoothing) {
+                v_sigmoid(a, T);
+                float sum = 0.f;
+                for (int i = 0; i < T; i++) sum += a[i];
+                for (int i = 0; i < T; i++) a[i] = a[i] / sum;
+            } else {
+                int clean = 1;
+                float mx = -INFINITY;
+                for (int i = 0; i < T; i++) {
+                    if (!(isfinite(a[i]) || a[i] == -INFINITY)) clean = 0;
+                    if (a[i] > mx) mx = a[i];
+                }
+                if (!clean) {
+                    for (int i = 0; i < T; i++) a[i] = NAN;
+                } else {
+                    for (int i = 0; i < T; i++) a[i] = a[i] - mx;
+                    v_exp(a, T);
+                    float sum = 0.f;
+                    for (int i = 0; i < T; i++) sum += a[i];
+                    for (int i = 0; i < T; i++) a[i] = a[i] / sum;
+                }
+            }
+        }
+#pragma omp barrier
+        SB_MARK(4);
+        /* context over this thread's memory channels; the new attention state over its steps */
+        share(D, t, nt, 16, &lo, &hi);
+        for (int d = lo; d < hi; d++) s->out[u + d] = 0.f;
+        for (int i = 0; i < T; i++) {
+            const float ai = alignments[i];
+            const float *vi = m->values + (size_t)i * D;
+#pragma omp simd
+            for (int d = lo; d < hi; d++) s->out[u + d] += ai * vi[d];
+        }
+        share(T, t, nt, 16, &lo, &hi);
+        for (int i = lo; i < hi; i++) s->attention[i] = m->cumulate ? alignments[i] + s->attention[i] : alignments[i];
+#pragma omp barrier
+        SB_MARK(5);
+        /* frame and stop projections over [output, context] */
+        share(m->proj_rows, t, nt, 4, &lo, &hi);
+        gemv_rows(m->proj_w, m->proj_b, s->out, u + D, lo, hi, projected);
+#pragma omp barrier
+        if (t == 0) {
+            memcpy(s->context, s->out + u, sizeof(float) * D);
+            v_sigmoid(projected + m->frame_size, m->r);
+            int all = 1, any = 0;
+            for (int q = 0; q < m->r; q++) {
+                int done = nearbyintf(projected[m->frame_size + q]) == 1.0f;
+                all &= done;
+                any |= done;
+            }
+            fired = m->stop_at_any ? any : all;
+            memcpy(s->frame, projected + m->frame_size - m->num_mels, sizeof(float) * m->num_mels);
+        }
+        SB_MARK(6);
+    }
+    return fired;
+}

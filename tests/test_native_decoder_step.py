@@ -1,4 +1,5 @@
-"""The native decoder step (``torch_layers/_native``): batch-1 free-running inference in one C call a step.
+"""The native decoder step (``speechblocks/native``) through torch (``torch_layers/_native.py``): batch-1
+free-running inference in one C call a step.
 
 Every test runs the same call twice, through the native step and through the TorchScript loop
 (``SPEECHBLOCKS_NATIVE=0``), and compares what the user gets: frames, stop probabilities, alignments, the step at
@@ -6,19 +7,25 @@ which the stop rule fired, the pre-net's random draws, NaN positions, progress r
 """
 from __future__ import annotations
 
+import ast
 import math
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import torch_layers
+from speechblocks import native as core
 from torch_layers import _native
 from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native step cannot be built (the TorchScript loop runs)")
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_units=20, attention_dim=8,
              attention_filters=3, attention_kernel=5, max_iters=40)
 
@@ -92,9 +99,18 @@ def _as_accurate(native: torch.Tensor, scripted: torch.Tensor, reference: torch.
 def test_the_library_builds_here_and_shares_torchs_openmp():
     lib = _native.library()
     assert lib is not None, "a C compiler is on PATH but the native step did not build"
-    with open("/proc/self/maps") as f:
-        gomp = {line.split()[-1] for line in f if "libgomp" in line}
-    assert len(gomp) <= 1, gomp  # one OpenMP runtime: torch's, not a second pool of threads
+    # in a fresh process (this one may hold other packages' OpenMP copies): torch, then a native synthesis step
+    code = ("import torch, torch_layers\n"
+            "from torch_layers.tacotron2_decoder import Tacotron2Decoder\n"
+            "dec = Tacotron2Decoder(5, num_mels=4, prenet_layers=(8,), decoder_lstm_units=8, attention_dim=4,"
+            " attention_filters=2, attention_kernel=3, max_iters=3).eval()\n"
+            "with torch.inference_mode():\n"
+            "    dec(torch.randn(1, 6, 5))\n"
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert len(loaded) == 1 and "torch" in loaded[0], loaded  # one OpenMP runtime: torch's, one pool of threads
 
 
 @pytest.mark.parametrize("variant", [
@@ -251,12 +267,12 @@ def test_shapes_the_c_step_would_misread_are_refused():
 
 def test_no_compiler_or_switched_off_means_the_torchscript_loop(monkeypatch, tmp_path, counted):
     monkeypatch.setenv("SPEECHBLOCKS_NATIVE", "0")
-    assert _native.library() is None
+    assert core.library() is None
     monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
     monkeypatch.setenv("CC", "false")  # a "compiler" that fails every build
-    monkeypatch.setattr(_native, "_compiler", lambda: shutil.which("false"))
+    monkeypatch.setattr(core, "_compiler", lambda: shutil.which("false"))
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
-    assert _native.library() is None
+    assert core.library() is None
     assert not any(tmp_path.rglob("*.so")) and not any(p.is_file() for p in tmp_path.rglob("*"))  # nothing left
     dec = _decoder(stop_bias=-50.0, max_iters=3)
     with torch.inference_mode():
@@ -266,11 +282,11 @@ def test_no_compiler_or_switched_off_means_the_torchscript_loop(monkeypatch, tmp
 
 def test_a_fresh_cache_builds_once(monkeypatch, tmp_path):
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
-    monkeypatch.setattr(_native, "_LIB", {})
-    lib = _native.library()
+    monkeypatch.setattr(core, "_LIB", {})
+    lib = core.library()
     assert lib is not None
     built = list((tmp_path / "native").glob("decoder_step-*.so"))
     assert len(built) == 1 and not [p for p in (tmp_path / "native").iterdir() if p not in built]
-    monkeypatch.setattr(_native, "_build", lambda *a: pytest.fail("built again"))
-    monkeypatch.setattr(_native, "_LIB", {})
-    assert _native.library() is not None
+    monkeypatch.setattr(core, "_build", lambda *a: pytest.fail("built again"))
+    monkeypatch.setattr(core, "_LIB", {})
+    assert core.library() is not None

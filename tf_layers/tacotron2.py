@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from speechblocks import native
 from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction, check_sync_batch_norm
 from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
@@ -321,11 +322,33 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
         # every argument passed, absent ones as None: one parameter list, so reduce_retracing can relax the shapes
         # (a varying set of keywords made TF's generalization fail with an IndexError)
+        if progress is None and mel_targets is None and self._native_batch_one(kwargs["inputs"]):
+            return self._synthesize_native(*kwargs.values())
         key = "_synthesize_fn" if progress is None else "_synthesize_progress_fn"
         fn = self._cached_function(key, self._synthesize_graph, progress=progress is not None)
         with contextlib.nullcontext() if progress is None else self._reporting(progress):
             out = fn(*kwargs.values())
         return {k: v.numpy() for k, v in out.items()}
+
+    def _native_batch_one(self, inputs) -> bool:
+        """Whether a free-running synthesis of ``inputs`` can take the native decoder step (batch 1, float32, the
+        library built; :mod:`tf_layers._native` checks the rest)."""
+        return (inputs.shape.rank == 2 and inputs.shape[0] == 1 and self.decoder.compute_dtype == "float32"
+                and native.enabled() and native.library() is not None)
+
+    def _synthesize_native(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
+        """:meth:`synthesize` at batch 1: the encoder and the post-net in cached ``tf.function`` s, the decoder's eager
+        call between them (its free-running loop in the native step, :mod:`tf_layers._native`)."""
+        memory = self._cached_function("_memory_fn", self._inference_memory)(inputs, input_lengths, speaker_embeddings)
+        frames, stop, alignments = self.decoder(memory, input_lengths, max_iters=max_iters, training=False)
+        post = self._cached_function("_postprocess_fn", self._postprocess)(frames)
+        out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
+                   stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
+        out.update(post)
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    def _inference_memory(self, inputs, input_lengths, speaker_embeddings):
+        return self._memory(inputs, input_lengths, speaker_embeddings, False, {})
 
     def _synthesize_graph(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
         return self(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, training=False)

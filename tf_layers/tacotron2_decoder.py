@@ -8,6 +8,7 @@ from typing import NamedTuple
 import keras
 import tensorflow as tf
 
+from . import _native
 from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
 from .decoder_rnn import DecoderRNN, LoopGates, LSTMStackWeights, stack_step, stack_weights
@@ -308,6 +309,12 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         prenet_masks, lstm_masks = self._noise(noise_masks, dtype)
         args = (tf.cast(memory, dtype), memory_lengths, None if mel_targets is None else tf.cast(mel_targets, dtype),
                 max_iters, prenet_masks, lstm_masks)
+        if tf.executing_eagerly() and not training and mel_targets is None:
+            # batch 1 on the CPU: the native step (tf_layers/_native.py), one C call a step, when it applies
+            native = None if lstm_masks is not None else _native.free_running(self, args[0], memory_lengths,
+                                                                              int(max_iters), prenet_masks)
+            if native is not None:
+                return native
         if tf.executing_eagerly() and not training:
             # inference: one cached graph instead of Python per step (training stays eager, so an eager
             # GradientTape sees the loop op by op -- TF's gradient of a compiled while loop, called again and again

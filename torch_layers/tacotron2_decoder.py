@@ -660,8 +660,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             if native is not None:
                 options = getattr(_LOOP_OPTIONS, "value", None)
                 progress = None if options is None else options[0]
-                report = None if progress is None else (lambda step, probs: progress(step, float(probs.max())))
-                return native.run(min(n_steps, mask_steps), prenet_keep, report)
+                return native.run(min(n_steps, mask_steps), prenet_keep, progress)
         w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, go_frame.shape[0])
         frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
             n_steps, mask_steps, teacher_prenet, go_frame, memory, w, cfg, prenet_keep, keep_c, keep_h, taps,

@@ -6,8 +6,9 @@
  * more than the products' distance from the memory bandwidth.  Here the whole step runs in one OpenMP parallel
  * region (the process's OpenMP runtime: torch's, loaded first), each thread streaming its own rows.
  *
- * Built on first use by torch_layers/_native/__init__.py (gcc -O3 -march=native -fopenmp); every caller checks the
- * result against the TorchScript loop in tests/test_native_decoder_step.py.
+ * Both frameworks' weight layouts are read in place: torch's (out, in) rows with gates i, f, g, o, Keras/TF1's
+ * (in, out) columns with gates i, j, f, o.  Built on first use by speechblocks/native/__init__.py (cc -O3
+ * -march=native -fopenmp); tests/test_native_decoder_step*.py hold it to each framework's own loop.
  */
 #include <math.h>
 #include <stddef.h>
@@ -66,6 +67,46 @@ static void gemv_rows(const float *W, const float *b, const float *x, int n, int
     }
 }
 
+/* y[c] = x . W[:, c] + b[c] for columns [c0, c1) of a row-major (n, cols) W (the Keras layout of a dense kernel);
+ * b may be NULL */
+static void gemv_cols(const float *W, const float *b, const float *x, int n, int cols, int c0, int c1, float *y) {
+    for (int c = c0; c < c1; c++) y[c] = 0.f;
+    for (int i = 0; i < n; i++) {
+        const float xi = x[i], *w = W + (size_t)i * cols;
+#pragma omp simd
+        for (int c = c0; c < c1; c++) y[c] += xi * w[c];
+    }
+    if (b)
+        for (int c = c0; c < c1; c++) y[c] += b[c];
+}
+
+/* p[c] = sum over rows [i0, i1) of x[i] W[i, c], every column of a row-major (n, cols) W: one thread's partial
+ * product over its own block of rows (a contiguous stream), four rows at a time */
+static void gemv_cols_partial(const float *W, const float *x, int cols, int i0, int i1, float *p) {
+    for (int c = 0; c < cols; c++) p[c] = 0.f;
+    int i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float *w0 = W + (size_t)i * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
+        const float x0 = x[i], x1 = x[i + 1], x2 = x[i + 2], x3 = x[i + 3];
+#pragma omp simd
+        for (int c = 0; c < cols; c++) p[c] += x0 * w0[c] + x1 * w1[c] + x2 * w2[c] + x3 * w3[c];
+    }
+    for (; i < i1; i++) {
+        const float x0 = x[i], *w0 = W + (size_t)i * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) p[c] += x0 * w0[c];
+    }
+}
+
+/* a dense layer's outputs [lo, hi) in either layout */
+static void dense(int cols, const float *W, const float *b, const float *x, int n_in, int n_out, int lo, int hi,
+                  float *y) {
+    if (cols)
+        gemv_cols(W, b, x, n_in, n_out, lo, hi, y);
+    else
+        gemv_rows(W, b, x, n_in, lo, hi, y);
+}
+
 /* [lo, hi) of n items for thread t of nt, in multiples of `align` */
 static void share(int n, int t, int nt, int align, int *lo, int *hi) {
     int per = (n + nt - 1) / nt;
@@ -81,7 +122,10 @@ static void share(int n, int t, int nt, int align, int *lo, int *hi) {
 /* The weights and constants of a decoder (pointers into torch tensors, float32, contiguous). */
 typedef struct {
     int layers, units, input0;       /* LSTM stack; layer 1's input is [pre-net output, context] (input0 wide) */
-    const float *lstm_w[SB_MAX_LAYERS], *lstm_b[SB_MAX_LAYERS];  /* (4u, in_k + u) torch order i,f,g,o; (4u,) */
+    const float *lstm_w[SB_MAX_LAYERS], *lstm_b[SB_MAX_LAYERS];  /* (4u, in_k + u) or (in_k + u, 4u); (4u,) */
+    int lstm_cols;                   /* 0: torch's (4u, in) rows; 1: TF1's (in, 4u) columns */
+    int gate_i, gate_f, gate_g, gate_o;  /* each gate's block of u (torch 0,1,2,3; TF1 i,j,f,o: 0,2,1,3) */
+    int dense_cols;                  /* the pre-net, query and projection kernels: 0 (out, in), 1 (in, out) */
     float keep_new, keep_old;        /* inference zoneout: new * keep_new + prev * keep_old */
     int zoneout;
     int prenet_layers, num_mels;
@@ -89,14 +133,14 @@ typedef struct {
     const float *prenet_w[SB_MAX_LAYERS], *prenet_b[SB_MAX_LAYERS];
     float drop_rate, drop_scale;     /* keep where u >= rate; kept = x * scale */
     int att_units, max_time, memory_size, kernel, pad_before, smoothing, cumulate;
-    const float *query_w;            /* (att_units, units) */
+    const float *query_w;            /* (att_units, units) or (units, att_units) */
     const float *location_wt;        /* (kernel, att_units): the fused location kernel, transposed */
     const float *v_a;                /* (att_units,) */
     const float *keys_t;             /* (max_time, att_units): keys with every constant bias */
     const float *values;             /* (max_time, memory_size) */
     const float *score_bias;         /* (max_time,) 0 / -inf, or NULL */
     int proj_rows, frame_size, r, stop_at_any;
-    const float *proj_w, *proj_b;    /* (frame_size + r, units + memory_size), (frame_size + r,) */
+    const float *proj_w, *proj_b;    /* (frame_size + r, units + memory_size) or transposed, (frame_size + r,) */
     int threads;
 } sb_decoder;
 
@@ -109,6 +153,7 @@ typedef struct {
     float *xin;                      /* (layers + 1, nmax): each layer's [input, h] */
     int nmax;
     float *gates;                    /* (4u) */
+    float *partial;                  /* (threads, 4u): column layout, each thread's partial gates */
     float *prenet_buf;               /* (2, prenet_max) */
     int prenet_max;
     float *query;                    /* (att_units) */
@@ -149,7 +194,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
             float *py = s->prenet_buf + (size_t)(k % 2) * s->prenet_max;
             if (k == m->prenet_layers - 1) py = s->xin;  /* the last layer writes layer 1's input directly */
             share(n_out, t, nt, 4, &lo, &hi);
-            gemv_rows(m->prenet_w[k], m->prenet_b[k], px, pin, lo, hi, py);
+            dense(m->dense_cols, m->prenet_w[k], m->prenet_b[k], px, pin, n_out, lo, hi, py);
             for (int j = lo; j < hi; j++) {
                 float v = py[j] > 0.f ? py[j] : (py[j] == py[j] ? 0.f : py[j]);  /* relu keeping NaN */
                 int keep = keep_given ? uniform[off + j] != 0.f : uniform[off + j] >= m->drop_rate;
@@ -174,23 +219,37 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
             const float *xk = s->xin + (size_t)k * s->nmax;
             float *xn = s->xin + (size_t)(k + 1) * s->nmax;
             float *g = s->gates;
-            for (int q = 0; q < 4; q++) gemv_rows(m->lstm_w[k], m->lstm_b[k], xk, n, q * u + lo, q * u + hi, g);
+            if (m->lstm_cols) {  /* each thread a block of rows, then each its units' sums of the partials */
+                int i0, i1;
+                share(n, t, nt, 4, &i0, &i1);
+                gemv_cols_partial(m->lstm_w[k], xk, 4 * u, i0, i1, s->partial + (size_t)t * 4 * u);
+#pragma omp barrier
+                for (int q = 0; q < 4; q++)
+                    for (int j = q * u + lo; j < q * u + hi; j++) {
+                        float acc = 0.f;
+                        for (int p = 0; p < nt; p++) acc += s->partial[(size_t)p * 4 * u + j];
+                        g[j] = acc + m->lstm_b[k][j];
+                    }
+            } else {
+                for (int q = 0; q < 4; q++) gemv_rows(m->lstm_w[k], m->lstm_b[k], xk, n, q * u + lo, q * u + hi, g);
+            }
+            float *gi = g + m->gate_i * u, *gf = g + m->gate_f * u, *gg = g + m->gate_g * u, *go = g + m->gate_o * u;
             const int w = hi - lo;
             if (w > 0) {
-                v_sigmoid(g + lo, w);          /* i */
-                v_sigmoid(g + u + lo, w);      /* f */
-                v_tanh(g + 2 * u + lo, w);     /* g */
-                v_sigmoid(g + 3 * u + lo, w);  /* o */
+                v_sigmoid(gi + lo, w);
+                v_sigmoid(gf + lo, w);
+                v_tanh(gg + lo, w);
+                v_sigmoid(go + lo, w);
             }
             float *ck = s->cells + (size_t)k * u, *hk = s->hiddens + (size_t)k * u;
             float tc[64], cnew[64];
             for (int j0 = lo; j0 < hi; j0 += 64) {
                 int j1 = j0 + 64 < hi ? j0 + 64 : hi;
-                for (int j = j0; j < j1; j++) tc[j - j0] = g[u + j] * ck[j] + g[j] * g[2 * u + j];
+                for (int j = j0; j < j1; j++) tc[j - j0] = gf[j] * ck[j] + gi[j] * gg[j];
                 memcpy(cnew, tc, sizeof(float) * (j1 - j0));
                 v_tanh(tc, j1 - j0);
                 for (int j = j0; j < j1; j++) {
-                    float hn = g[3 * u + j] * tc[j - j0];
+                    float hn = go[j] * tc[j - j0];
                     float c_new = cnew[j - j0];
                     if (k + 1 < m->layers) {
                         xn[j] = hn;
@@ -212,7 +271,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
         SB_MARK(1);
         /* attention: the processed query, then energies over this thread's share of the memory steps */
         share(U, t, nt, 4, &lo, &hi);
-        gemv_rows(m->query_w, NULL, s->out, u, lo, hi, s->query);
+        dense(m->dense_cols, m->query_w, NULL, s->out, u, U, lo, hi, s->query);
 #pragma omp barrier
         SB_MARK(2);
         share(T, t, nt, 4, &lo, &hi);
@@ -289,7 +348,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
         SB_MARK(5);
         /* frame and stop projections over [output, context] */
         share(m->proj_rows, t, nt, 4, &lo, &hi);
-        gemv_rows(m->proj_w, m->proj_b, s->out, u + D, lo, hi, projected);
+        dense(m->dense_cols, m->proj_w, m->proj_b, s->out, u + D, m->proj_rows, lo, hi, projected);
 #pragma omp barrier
         if (t == 0) {
             memcpy(s->context, s->out + u, sizeof(float) * D);

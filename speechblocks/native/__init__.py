@@ -1,0 +1,308 @@
+"""The native decoder step: a Tacotron-2 decoder's free-running inference at batch 1, one C call a step.
+
+At batch 1 a decoder step streams every LSTM weight once (~60 MiB at the RTVC sizes) and does ~100 small things
+around those two products; in TensorFlow's while loop and in torch's TorchScript loop the small ops cost about as
+much again as the products' distance from the memory bandwidth. ``decoder_step.c`` runs the whole step (pre-net,
+zoneout LSTM stack, location-sensitive attention, the projections and the stop rule) in one OpenMP parallel region,
+each thread streaming its own rows, reading either framework's weights in place (torch's ``(out, in)`` rows, Keras'
+``(in, out)`` columns). It computes the maths of the frameworks' own steps in float32 (the order of each sum is its
+own); ``tests/test_native_decoder_step*.py`` hold it to each framework's loop. The framework adapters are
+``torch_layers/_native.py`` and ``tf_layers/_native.py``; this module is numpy only.
+
+The library is compiled on first use with the system C compiler (``$CC``, else ``cc``: ``-O3 -march=native
+-fopenmp``, glibc's vector maths when it links) into ``$SPEECHBLOCKS_CACHE/native`` (default
+``~/.cache/speechblocks/native``), one file per source, compiler and CPU; the build is atomic (written aside, then
+renamed). Without a compiler, on a build error, or with ``SPEECHBLOCKS_NATIVE=0``, :func:`library` returns ``None``
+and the decoders run their own loops: the native step is an accelerator, never a requirement.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "PHASES", "MAX_LAYERS", "MAX_ATTENTION_UNITS",
+           "TORCH_GATES", "TF1_GATES"]
+
+SOURCE = Path(__file__).with_name("decoder_step.c")
+MAX_LAYERS = 8  # SB_MAX_LAYERS
+MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
+#: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
+TORCH_GATES = (0, 1, 2, 3)
+TF1_GATES = (0, 2, 1, 3)
+#: the phases of a native step (``SB_PHASES``), as :func:`phase_profile` names them
+PHASES = ("pre-net", "LSTM stack", "attention query", "attention energies", "alignments (softmax)",
+          "context + attention state", "projections + stop")
+
+_LOCK = threading.Lock()
+_LIB: dict[str, Optional[ctypes.CDLL]] = {}
+_PROFILE = threading.local()
+
+_F = ctypes.POINTER(ctypes.c_float)
+
+
+class _Decoder(ctypes.Structure):
+    _fields_ = [("layers", ctypes.c_int), ("units", ctypes.c_int), ("input0", ctypes.c_int),
+                ("lstm_w", _F * MAX_LAYERS), ("lstm_b", _F * MAX_LAYERS), ("lstm_cols", ctypes.c_int),
+                ("gate_i", ctypes.c_int), ("gate_f", ctypes.c_int), ("gate_g", ctypes.c_int),
+                ("gate_o", ctypes.c_int), ("dense_cols", ctypes.c_int),
+                ("keep_new", ctypes.c_float), ("keep_old", ctypes.c_float), ("zoneout", ctypes.c_int),
+                ("prenet_layers", ctypes.c_int), ("num_mels", ctypes.c_int),
+                ("prenet_sizes", ctypes.c_int * MAX_LAYERS),
+                ("prenet_w", _F * MAX_LAYERS), ("prenet_b", _F * MAX_LAYERS),
+                ("drop_rate", ctypes.c_float), ("drop_scale", ctypes.c_float),
+                ("att_units", ctypes.c_int), ("max_time", ctypes.c_int), ("memory_size", ctypes.c_int),
+                ("kernel", ctypes.c_int), ("pad_before", ctypes.c_int), ("smoothing", ctypes.c_int),
+                ("cumulate", ctypes.c_int),
+                ("query_w", _F), ("location_wt", _F), ("v_a", _F), ("keys_t", _F), ("values", _F),
+                ("score_bias", _F),
+                ("proj_rows", ctypes.c_int), ("frame_size", ctypes.c_int), ("r", ctypes.c_int),
+                ("stop_at_any", ctypes.c_int), ("proj_w", _F), ("proj_b", _F), ("threads", ctypes.c_int)]
+
+
+class _State(ctypes.Structure):
+    _fields_ = [("cells", _F), ("hiddens", _F), ("context", _F), ("attention", _F), ("frame", _F), ("xin", _F),
+                ("nmax", ctypes.c_int), ("gates", _F), ("partial", _F), ("prenet_buf", _F),
+                ("prenet_max", ctypes.c_int), ("query", _F), ("energy", _F), ("out", _F),
+                ("timings", ctypes.POINTER(ctypes.c_double))]
+
+
+def _cpu_key() -> str:
+    """What the build depends on besides the source and the compiler: this CPU's instruction sets."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line
+                    break
+    except OSError:
+        pass
+    return platform.machine() + flags
+
+
+def _compiler() -> Optional[str]:
+    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("SPEECHBLOCKS_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "speechblocks") / "native"
+
+
+def _build(cc: str, target: Path) -> bool:
+    """Compiles :data:`SOURCE` into ``target`` (atomic: written aside, renamed); with glibc's vector maths, else
+    without."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    base = [cc, "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", str(SOURCE)]
+    for extra in (["-DSB_LIBMVEC", "-lmvec", "-lm"], ["-lm"]):
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        try:
+            done = subprocess.run(base + ["-o", tmp] + extra, capture_output=True, timeout=120)
+            if done.returncode == 0:
+                os.replace(tmp, target)
+                return True
+        except (OSError, subprocess.SubprocessError):
+            pass
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return False
+
+
+def enabled() -> bool:
+    """``False`` when ``SPEECHBLOCKS_NATIVE=0`` turns the native step off (read at every call)."""
+    return os.environ.get("SPEECHBLOCKS_NATIVE", "1") != "0"
+
+
+def library() -> Optional[ctypes.CDLL]:
+    """The compiled native step (built on first use), or ``None`` when it is disabled or cannot be built.
+
+    In a process that imported torch, the library's OpenMP runtime is torch's (the dynamic loader resolves
+    ``libgomp.so.1`` to the copy already loaded), so the two share one pool of threads."""
+    if not enabled():
+        return None
+    cc = _compiler()
+    if cc is None or platform.system() != "Linux":
+        return None
+    with _LOCK:
+        if cc in _LIB:
+            return _LIB[cc]
+        lib = None
+        try:
+            version = subprocess.run([cc, "--version"], capture_output=True, timeout=30).stdout
+            key = hashlib.sha256(SOURCE.read_bytes() + version + _cpu_key().encode()).hexdigest()[:20]
+            target = _cache_dir() / f"decoder_step-{key}.so"
+            if target.exists() or _build(cc, target):
+                lib = ctypes.CDLL(str(target))
+                lib.sb_decoder_step.restype = ctypes.c_int
+                lib.sb_decoder_step.argtypes = [ctypes.POINTER(_Decoder), ctypes.POINTER(_State), _F, ctypes.c_int,
+                                                _F, _F]
+        except (OSError, subprocess.SubprocessError):
+            lib = None
+        _LIB[cc] = lib
+        return lib
+
+
+@contextlib.contextmanager
+def phase_profile():
+    """Times the phases of the native steps run in this thread meanwhile (wall time of thread 0 between the step's
+    barriers, so the phases add up to the step): yields a dict ``{phase: seconds}`` (:data:`PHASES`) plus
+    ``"steps"``, filled as the steps run."""
+    totals: dict = dict.fromkeys(PHASES, 0.0)
+    totals["steps"] = 0
+    old = getattr(_PROFILE, "value", None)
+    _PROFILE.value = totals
+    try:
+        yield totals
+    finally:
+        _PROFILE.value = old
+
+
+def _ptr(x: np.ndarray):
+    return x.ctypes.data_as(_F)
+
+
+class DecoderLoop:
+    """A free-running decoder loop at batch 1 over the native step, for one utterance.
+
+    Every array must be float32 and C-contiguous (they are read in place and kept referenced for the loop's life);
+    the framework adapters check the shapes before building one (the C step trusts them).
+
+    Args:
+        lstm_weights, lstm_biases: per layer ``(4u, in + u)`` (``lstm_cols`` False, torch) or ``(in + u, 4u)``
+            (True, TF1/Keras) over ``[input, h]``, layer 1's input ``[pre-net output, context]``; ``(4u,)`` with the
+            forget bias folded in.
+        gates: the blocks of i, f, g, o in the gates (:data:`TORCH_GATES`, :data:`TF1_GATES`).
+        prenet_weights, prenet_biases, query_weight, projection_weight, projection_bias: the dense kernels,
+            ``(out, in)`` or ``(in, out)`` (``dense_cols``); the projection stacks the frame and stop outputs.
+        location_weight: ``(kernel, att_units)`` the location convolution and its dense folded into one kernel.
+        v_a: ``(att_units,)``; keys: ``(T_in, att_units)`` with every constant bias; values: ``(T_in, memory_size)``;
+            score_bias: ``(T_in,)`` 0 / -inf past the length, or ``None``.
+        num_mels, frame_size, zoneout, prenet_rate, pad_before, smoothing, cumulate, stop_at_any, threads: the
+            decoder's constants (``frame_size = r * num_mels``, TF ``'same'`` padding before the alignments).
+    """
+
+    def __init__(self, lib: ctypes.CDLL, *, lstm_weights: Sequence[np.ndarray], lstm_biases: Sequence[np.ndarray],
+                 lstm_cols: bool, gates: tuple, prenet_weights: Sequence[np.ndarray],
+                 prenet_biases: Sequence[np.ndarray], dense_cols: bool, query_weight: np.ndarray,
+                 location_weight: np.ndarray, v_a: np.ndarray, keys: np.ndarray, values: np.ndarray,
+                 score_bias: Optional[np.ndarray], projection_weight: np.ndarray, projection_bias: np.ndarray,
+                 num_mels: int, frame_size: int, zoneout: float, prenet_rate: float, pad_before: int,
+                 smoothing: bool, cumulate: bool, stop_at_any: bool, threads: int):
+        self.lib = lib
+        arrays = [*lstm_weights, *lstm_biases, *prenet_weights, *prenet_biases, query_weight, location_weight, v_a,
+                  keys, values, projection_weight, projection_bias] + ([] if score_bias is None else [score_bias])
+        for a in arrays:
+            if a.dtype != np.float32 or not a.flags.c_contiguous:
+                raise ValueError("DecoderLoop: every array must be float32 and C-contiguous")
+        self._keep = arrays
+        u = lstm_biases[0].shape[0] // 4
+        layers = len(lstm_weights)
+        max_time, memory_size = values.shape
+        m = _Decoder()
+        m.layers, m.units = layers, u
+        m.input0 = (lstm_weights[0].shape[0] if lstm_cols else lstm_weights[0].shape[1]) - u
+        for k in range(layers):
+            m.lstm_w[k], m.lstm_b[k] = _ptr(lstm_weights[k]), _ptr(lstm_biases[k])
+        m.lstm_cols, m.dense_cols = int(lstm_cols), int(dense_cols)
+        m.gate_i, m.gate_f, m.gate_g, m.gate_o = gates
+        m.zoneout = int(zoneout != 0.0)
+        m.keep_new, m.keep_old = 1.0 - zoneout, zoneout
+        self.prenet_sizes = [int(b.shape[0]) for b in prenet_biases]
+        m.prenet_layers, m.num_mels = len(prenet_weights), num_mels
+        for k in range(len(prenet_weights)):
+            m.prenet_sizes[k] = self.prenet_sizes[k]
+            m.prenet_w[k], m.prenet_b[k] = _ptr(prenet_weights[k]), _ptr(prenet_biases[k])
+        m.drop_rate, m.drop_scale = prenet_rate, 1.0 / (1.0 - prenet_rate)
+        m.att_units, m.max_time, m.memory_size = v_a.shape[0], max_time, memory_size
+        m.kernel, m.pad_before = location_weight.shape[0], pad_before
+        m.smoothing, m.cumulate = int(smoothing), int(cumulate)
+        m.query_w, m.location_wt, m.v_a = _ptr(query_weight), _ptr(location_weight), _ptr(v_a)
+        m.keys_t, m.values = _ptr(keys), _ptr(values)
+        m.score_bias = None if score_bias is None else _ptr(score_bias)
+        m.proj_rows, m.frame_size = projection_bias.shape[0], frame_size
+        m.r, m.stop_at_any = m.proj_rows - frame_size, int(stop_at_any)
+        m.proj_w, m.proj_b = _ptr(projection_weight), _ptr(projection_bias)
+        m.threads = threads
+
+        nmax = max(m.input0 + u, 2 * u)
+        f32 = np.float32
+        self.buffers = dict(cells=np.zeros((layers, u), f32), hiddens=np.zeros((layers, u), f32),
+                            context=np.zeros(memory_size, f32), attention=np.zeros(max_time, f32),
+                            frame=np.zeros(num_mels, f32), xin=np.zeros((layers + 1, nmax), f32),
+                            gates=np.zeros(4 * u, f32), partial=np.zeros((max(threads, 1), 4 * u), f32),
+                            prenet_buf=np.zeros((2, max(self.prenet_sizes)), f32),
+                            query=np.zeros(m.att_units, f32), energy=np.zeros(max_time * m.att_units, f32),
+                            out=np.zeros(u + memory_size, f32))
+        s = _State()
+        for name, x in self.buffers.items():
+            setattr(s, name, _ptr(x))
+        s.nmax, s.prenet_max = nmax, max(self.prenet_sizes)
+        self.m, self.s = m, s
+        self.rate = float(prenet_rate)
+
+    def run(self, n_steps: int, draws: Optional[Callable[[int], np.ndarray]] = None,
+            keep_masks: Optional[np.ndarray] = None, progress: Optional[Callable[[int, float], object]] = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """Runs up to ``n_steps`` steps (the stop rule ends it earlier).
+
+        Args:
+            n_steps: the most steps to run.
+            draws: ``draws(step)`` -> the pre-net dropout's uniform numbers of that step (0-based), every layer's
+                concatenated ``(sum of prenet sizes,)`` float32 (kept where ``u >= rate``); not called when the
+                rate is 0 or ``keep_masks`` is given.
+            keep_masks: ``(>= n_steps, sum of prenet sizes)`` 0/1 pre-net keep-masks, or ``None``.
+            progress: called after every step with ``(steps done, largest stop probability)``.
+
+        Returns:
+            ``(frames (steps, frame_size), stop probabilities (steps, r), alignments (steps, T_in), finished)``.
+        """
+        m = self.m
+        projected = np.empty((n_steps, m.proj_rows), np.float32)
+        alignments = np.empty((n_steps, m.max_time), np.float32)
+        total = sum(self.prenet_sizes)
+        zeros = np.zeros(total, np.float32)
+        if keep_masks is not None:
+            keep_masks = np.ascontiguousarray(keep_masks[:n_steps], np.float32)
+        profile = getattr(_PROFILE, "value", None)
+        timings = np.zeros(len(PHASES), np.float64) if profile is not None else None
+        self.s.timings = None if timings is None else timings.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        ms, ss, fn = ctypes.byref(self.m), ctypes.byref(self.s), self.lib.sb_decoder_step
+        step, finished = 0, False
+        for step in range(1, n_steps + 1):
+            if keep_masks is not None:
+                u = keep_masks[step - 1]
+            elif self.rate > 0.0:
+                if draws is None:
+                    raise ValueError("DecoderLoop.run: a pre-net dropout rate > 0 needs `draws` or `keep_masks`")
+                u = np.ascontiguousarray(draws(step - 1), np.float32)
+                if u.shape != (total,):
+                    raise ValueError(f"DecoderLoop: draws({step - 1}) must have shape ({total},); got {u.shape}")
+            else:
+                u = zeros
+            fired = fn(ms, ss, _ptr(u), int(keep_masks is not None), _ptr(projected[step - 1]),
+                       _ptr(alignments[step - 1]))
+            if progress is not None:
+                progress(step, float(projected[step - 1, m.frame_size:].max()))
+            if fired:
+                finished = True
+                break
+        self.s.timings = None
+        if profile is not None:
+            for name, seconds in zip(PHASES, timings.tolist()):
+                profile[name] += seconds
+            profile["steps"] += step
+        return projected[:step, :m.frame_size], projected[:step, m.frame_size:], alignments[:step], finished

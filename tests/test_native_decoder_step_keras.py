@@ -1,0 +1,170 @@
+"""The native decoder step (``speechblocks/native``) through Keras (``tf_layers/_native.py``): an eager
+``Tacotron2Decoder`` call and ``Tacotron2.synthesize`` at batch 1.
+
+Each test runs the same call through the native step and through the graph loop (``SPEECHBLOCKS_NATIVE=0``) with
+the pre-net's seed generator at the same state, and, where the weights make the attention loop sensitive, through a
+float64 twin of the decoder as the reference.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_layers
+from speechblocks import native as core
+from speechblocks import resolve_hparams
+from tf_layers import _native
+from tf_layers.tacotron2_decoder import Tacotron2Decoder
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                                reason="no C compiler: the native step cannot be built (the graph loop runs)")
+
+SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_units=20, attention_dim=8,
+             attention_filters=3, attention_kernel=5, max_iters=40)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the calls that ran in the native step."""
+    calls = []
+    run = _native.free_running
+
+    def spy(*args, **kwargs):
+        out = run(*args, **kwargs)
+        if out is not None:
+            calls.append(1)
+        return out
+
+    monkeypatch.setattr(_native, "free_running", spy)
+    return calls
+
+
+def _decoders(stop_bias: float = -3.0, seed: int = 0, **overrides):
+    """A float32 decoder with weights scaled up (an attention that moves, stops that vary) and its float64 twin."""
+    cfg = dict(SMALL, **overrides)
+    tf.keras.utils.set_random_seed(seed)
+    dec, d64 = Tacotron2Decoder(**cfg), Tacotron2Decoder(**cfg, dtype="float64")
+    memory = tf.random.stateless_normal((1, 9, 11), seed=[1, 2])
+    dec(memory)
+    d64(tf.cast(memory, tf.float64))
+    for v in dec.weights:
+        if "seed" not in v.path:
+            v.assign(v * 2.5)
+    dec.stop_projection.dense.bias.assign(np.full(dec.stop_projection.dense.bias.shape, stop_bias, np.float32))
+    d64.set_weights(dec.get_weights())
+    return dec, d64, memory
+
+
+def _run(monkeypatch, decoder, state, env, *args, **kwargs):
+    monkeypatch.setenv("SPEECHBLOCKS_NATIVE", env)
+    decoder.prenet.seed_generator.state.assign(state)
+    out = decoder(*args, **kwargs)
+    monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
+    return [np.asarray(x, np.float64) for x in out]
+
+
+@pytest.mark.parametrize("variant", [
+    dict(), dict(outputs_per_step=3), dict(smoothing=True), dict(cumulative_weights=False),
+    dict(zoneout=0.0, drop_rate=0.0), dict(attention_kernel=4), dict(decoder_layers=3, prenet_layers=(9,)),
+    dict(stop_at_any=False, outputs_per_step=2),
+])
+@pytest.mark.parametrize("lengths", [None, [7]])
+def test_native_equals_the_graph_loop(monkeypatch, counted, variant, lengths):
+    dec, d64, memory = _decoders(**variant)
+    counted.clear()  # the build's call
+    lengths = None if lengths is None else tf.constant(lengths)
+    state = dec.prenet.seed_generator.state.numpy()
+    native = _run(monkeypatch, dec, state, "1", memory, lengths)
+    graph = _run(monkeypatch, dec, state, "0", memory, lengths)
+    reference = _run(monkeypatch, d64, state, "0", tf.cast(memory, tf.float64), lengths)
+    assert len(counted) == 1
+    for a, b, ref in zip(native, graph, reference):
+        assert a.shape == b.shape == ref.shape  # the same stop step
+        scale = max(1.0, float(np.abs(ref).max()))
+        err_native, err_graph = float(np.abs(a - ref).max()), float(np.abs(b - ref).max())
+        # as close to float64 as the float32 graph loop is (the same dropout draws: else the errors would be O(1))
+        assert err_native <= 4 * err_graph + 2e-6 * scale, (err_native, err_graph)
+
+
+def test_the_stop_step_and_injected_masks(monkeypatch, counted):
+    steps = set()
+    for seed in range(8):
+        dec, _, memory = _decoders(stop_bias=-1.0, seed=seed, max_iters=60)
+        counted.clear()
+        state = dec.prenet.seed_generator.state.numpy()
+        a = _run(monkeypatch, dec, state, "1", memory)
+        b = _run(monkeypatch, dec, state, "0", memory)
+        assert a[0].shape == b[0].shape
+        np.testing.assert_allclose(a[1], b[1], atol=2e-5)
+        steps.add(a[0].shape[1])
+        assert len(counted) == 1
+    assert len(steps) >= 3 and min(steps) < 60, steps
+    counted.clear()
+    masks = {"prenet": [(np.random.default_rng(3).random((1, 60, n)) > 0.5).astype(np.float32) for n in (12, 10)]}
+    a = _run(monkeypatch, dec, state, "1", memory, max_iters=60, noise_masks=masks)
+    b = _run(monkeypatch, dec, state, "0", memory, max_iters=60, noise_masks=masks)
+    assert len(counted) == 1
+    for x, y in zip(a, b):
+        assert x.shape == y.shape
+        np.testing.assert_allclose(x, y, atol=2e-5 * max(1.0, float(np.abs(y).max())))
+    short = [tf.constant(m[:, :5]) for m in masks["prenet"]]  # fewer steps than max_iters: the graph loop's rules
+    assert _native.free_running(dec, memory, None, 10, short) is None
+    assert _native.free_running(dec, memory, None, 5, short) is not None
+
+
+def test_what_the_native_step_does_not_take_runs_the_graph_loop(counted):
+    dec, _, memory = _decoders(stop_bias=-50.0, max_iters=4)
+    counted.clear()
+    dec(tf.concat([memory, memory], 0))  # batch 2
+    dec(memory, mel_targets=tf.zeros((1, 4, 6)))  # teacher-forced
+    masks = [(np.ones((1, 4, 20), np.float32), np.ones((1, 4, 20), np.float32))] * 2
+    dec(memory, noise_masks={"decoder_LSTM": masks})  # injected zoneout masks
+
+    @tf.function
+    def traced(m):
+        return dec(m)
+
+    traced(memory)  # inside a caller's graph
+    assert counted == []
+    dec(memory)
+    assert len(counted) == 1
+
+
+def test_synthesize_at_batch_one_rtvc_sizes(monkeypatch, counted):
+    tf.keras.utils.set_random_seed(0)
+    model = tf_layers.Tacotron2(resolve_hparams("rtvc"))
+    ids = np.random.default_rng(0).integers(1, 60, (1, 37)).astype(np.int32)
+    speaker = np.random.default_rng(1).normal(size=(1, 256)).astype(np.float32)
+    model.synthesize(ids, speaker_embeddings=speaker, max_iters=1)
+    model.decoder.stop_projection.dense.bias.assign(np.full(model.decoder.stop_projection.dense.bias.shape, -1e3,
+                                                            np.float32))
+    counted.clear()
+    state = model.decoder.prenet.seed_generator.state.numpy()
+    outs, after = {}, {}
+    for env in ("1", "0"):
+        monkeypatch.setenv("SPEECHBLOCKS_NATIVE", env)
+        model.decoder.prenet.seed_generator.state.assign(state)
+        outs[env] = model.synthesize(ids, np.array([37]), speaker, max_iters=25)
+        after[env] = model.decoder.prenet.seed_generator.state.numpy()
+    assert len(counted) == 1
+    assert set(outs["1"]) == set(outs["0"])
+    for key, value in outs["0"].items():
+        assert outs["1"][key].shape == value.shape, key
+        np.testing.assert_allclose(outs["1"][key], value, atol=2e-5 * max(1.0, float(np.abs(value).max())))
+    np.testing.assert_array_equal(after["1"], after["0"])  # the seed generator advanced as in the graph
+    assert not np.array_equal(after["1"], state)
+
+
+def test_the_dropout_draws_are_the_graph_loops():
+    seed = tf.constant([5, 9], tf.int32)
+    sizes = (12, 10)
+    chunk = _native._uniform_chunk(seed, tf.constant(3, tf.int32), sizes, 2).numpy()
+    for c in range(2):
+        step_seed = seed + tf.stack([0, (3 + c) * 2 + 1])
+        expect = np.concatenate([tf.random.stateless_uniform((1, n), seed=step_seed + [0, i]).numpy()[0]
+                                 for i, n in enumerate(sizes)])
+        np.testing.assert_array_equal(chunk[c], expect)
+    assert core.library() is not None

@@ -1,0 +1,117 @@
+"""The torch adapter of the native decoder step (:mod:`speechblocks.native`): batch-1 free-running inference.
+
+:meth:`Tacotron2Decoder._native_loop <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a
+:class:`NativeDecoderLoop` when the call qualifies; the C step reads the decoder's tensors in place (torch's
+``(out, in)`` layouts, the forms :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from speechblocks import native
+from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
+
+__all__ = ["NativeDecoderLoop", "shapes_fit", "enabled", "library", "phase_profile", "PHASES"]
+
+
+def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
+    """Whether a decoder's step weights (:class:`~torch_layers.tacotron2_decoder.DecoderWeights`), config and
+    attention memory have the shapes the C step reads (batch 1): it trusts them, so anything else goes to the
+    TorchScript loop (and its shape errors)."""
+    def shape(x: Optional[Tensor]) -> tuple:
+        return tuple(x.shape) if x is not None else ()
+
+    layers, n_pre = len(w.lstm_weights), len(w.prenet_weights)
+    if not (1 <= layers <= MAX_LAYERS and 1 <= n_pre <= MAX_LAYERS and len(w.lstm_biases) == layers
+            and len(w.prenet_biases) == n_pre):
+        return False
+    values, keys = memory.values, memory.keys
+    if values.dim() != 3 or values.shape[0] != 1:
+        return False
+    _, max_time, memory_size = values.shape
+    sizes, n_in = [], num_mels
+    for x, b in zip(w.prenet_weights, w.prenet_biases):
+        if x.dim() != 2 or x.shape[1] != n_in or shape(b) != (x.shape[0],) or x.shape[0] < 1:
+            return False
+        sizes.append(int(x.shape[0]))
+        n_in = x.shape[0]
+    u4 = w.lstm_weights[0].shape[0]
+    u = u4 // 4
+    if u < 1 or u4 != 4 * u:
+        return False
+    for k, (x, b) in enumerate(zip(w.lstm_weights, w.lstm_biases)):
+        n = (sizes[-1] + memory_size if k == 0 else u) + u
+        if shape(x) != (4 * u, n) or shape(b) != (4 * u,):
+            return False
+    units = w.query_weight.shape[0]
+    if not 1 <= units <= MAX_ATTENTION_UNITS or shape(w.query_weight) != (units, u) or shape(w.v_a) != (units,):
+        return False
+    if w.location_weight.dim() != 3 or w.location_weight.shape[:2] != (units, 1) or shape(keys) != (1, units, max_time):
+        return False
+    if cfg.pad_before < 0 or cfg.pad_after < 0 or cfg.pad_before + cfg.pad_after != w.location_weight.shape[2] - 1:
+        return False
+    if memory.score_bias is not None and shape(memory.score_bias) != (1, max_time):
+        return False
+    rows = w.projection_weight.shape[0]
+    if shape(w.projection_weight) != (rows, u + memory_size) or shape(w.projection_bias) != (rows,):
+        return False
+    return num_mels <= cfg.frame_size < rows and max_time >= 1 and 0.0 <= cfg.prenet_rate < 1.0
+
+
+def _array(x: Tensor) -> np.ndarray:
+    return np.ascontiguousarray(x.detach().numpy(), np.float32)
+
+
+class NativeDecoderLoop:
+    """A free-running torch decoder loop at batch 1 over the native step, for one utterance's attention memory.
+
+    Args:
+        lib: :func:`speechblocks.native.library`.
+        w, cfg, memory: the forms the TorchScript loop takes (``DecoderWeights``, ``DecoderConfig``,
+            ``AttentionMemory``), float32 on the CPU, shapes checked by :func:`shapes_fit`.
+        num_mels, stop_at_any: the decoder's.
+        threads: OpenMP threads of a step (``torch.get_num_threads()``).
+    """
+
+    def __init__(self, lib, w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int):
+        self.prenet_sizes = [int(x.shape[0]) for x in w.prenet_weights]
+        self.loop = native.DecoderLoop(
+            lib, lstm_weights=[_array(x) for x in w.lstm_weights], lstm_biases=[_array(x) for x in w.lstm_biases],
+            lstm_cols=False, gates=native.TORCH_GATES, prenet_weights=[_array(x) for x in w.prenet_weights],
+            prenet_biases=[_array(x) for x in w.prenet_biases], dense_cols=False, query_weight=_array(w.query_weight),
+            location_weight=_array(w.location_weight[:, 0, :].t()), v_a=_array(w.v_a), keys=_array(memory.keys[0].t()),
+            values=_array(memory.values[0]),
+            score_bias=None if memory.score_bias is None else _array(memory.score_bias[0]),
+            projection_weight=_array(w.projection_weight), projection_bias=_array(w.projection_bias),
+            num_mels=num_mels, frame_size=cfg.frame_size, zoneout=cfg.zoneout, prenet_rate=cfg.prenet_rate,
+            pad_before=cfg.pad_before, smoothing=cfg.smoothing, cumulate=cfg.cumulate, stop_at_any=stop_at_any,
+            threads=threads)
+
+    def run(self, n_steps: int, prenet_keep: Optional[list[Tensor]] = None,
+            progress: Optional[Callable[[int, float], object]] = None) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """Runs up to ``n_steps`` steps (the stop rule ends it earlier).
+
+        Args:
+            n_steps: the most steps to run.
+            prenet_keep: per pre-net layer ``(>= n_steps, 1, size)`` 0/1 keep-masks, or ``None``: the dropout draws
+                ``torch.rand`` per step, every layer at once, the numbers the TorchScript loop's per-layer
+                ``rand_like`` draws for the same seed (the generator advances as much).
+            progress: ``progress(step, largest stop probability)`` after every step.
+
+        Returns:
+            ``(frames (1, steps, frame_size), stop probabilities (1, steps, r), alignments (1, T_in, steps),
+            finished)``.
+        """
+        keep = None
+        if prenet_keep is not None:
+            keep = torch.cat([k[:n_steps, 0].to(torch.float32) for k in prenet_keep], 1).numpy()
+        total = sum(self.prenet_sizes)
+        frames, stop, alignments, finished = self.loop.run(
+            n_steps, lambda step: torch.rand(total).numpy(), keep, progress)
+        return (torch.from_numpy(frames).unsqueeze(0), torch.from_numpy(stop).unsqueeze(0),
+                torch.from_numpy(alignments.T.copy()).unsqueeze(0), finished)

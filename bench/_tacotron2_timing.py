@@ -9,8 +9,9 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
 1. builds the model the way a user of that side runs it, with THREADS intra-op and inter-op threads:
 
    * ``keras``: ``tf_layers.Tacotron2.from_tf1_checkpoint(CKPT)`` (what a user with a TF1 checkpoint calls),
-     free-running synthesis through its documented compiled path
-     ``model.synthesize(ids, lengths, speaker_embeddings, max_iters=...)``; training a second model,
+     free-running synthesis through its documented path ``model.synthesize(ids, lengths, speaker_embeddings,
+     max_iters=...)`` (at batch 1 the decoder runs the native step, :mod:`tf_layers._native`; else one
+     ``tf.function``); training a second model,
      ``compile(Adam(..., epsilon=1e-6, global_clipnorm=1.0))`` + ``train_on_batch`` (the ``tf.function`` train step
      ``fit`` runs). Should that fail with ``AlreadyExistsError`` (TF grappler's AddN -> TemporaryVariable rewrite
      in the decoder loop's gradient, tensorflow#23780/#38906: at RTVC sizes the 2nd step fails), the server notes
@@ -99,6 +100,7 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     import keras
 
     import tf_layers
+    from speechblocks import native
 
     steps = cfg["synth"]["steps"]
     ckpt = cfg["checkpoints"]
@@ -145,8 +147,12 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
             "short": lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=1),
             "train": train}
     model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS)
-    info["profile"] = _top_ops(_keras_op_times(
-        lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS)), PROFILE_STEPS)
+    with native.phase_profile() as phases:
+        ops = _keras_op_times(
+            lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS))
+    # the native decoder step (batch 1) is one C call a step, which TensorFlow's profiler does not see
+    ops.update({"native step: " + name: phases[name] * 1e3 for name in native.PHASES if phases["steps"]})
+    info["profile"] = _top_ops(ops, PROFILE_STEPS)
     return runs, {"synth": 2, "short": 2, "train": 1 if "train_note" in info else 0}, info
 
 

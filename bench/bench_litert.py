@@ -4,7 +4,8 @@ against the in-process Keras model's ``Tacotron2.synthesize`` (RTVC sizes).
 Same weights (random TF1 variables, the stop bias at -1e3 so every run decodes ``max_iters`` steps),
 ``tacotron_dropout_rate=0`` (deterministic: the two must agree within ``TOL`` before timing), batch 1, ``SYMBOLS``
 symbols, ``STEPS`` decoder steps. The LiteRT side is the numpy host loop: the encoder model once, the decoder-step
-model per step, the postnet model; the Keras side one cached ``tf.function`` holding the whole loop. Interleaved
+model per step, the postnet model; the Keras side ``synthesize`` (at batch 1 its decoder in the native step,
+:mod:`tf_layers._native`). Interleaved
 rounds, medians; the ratio is LiteRT / Keras (below 1: LiteRT faster). ``main(steps=..., rounds=...)`` for a quick
 check at small sizes.
 """

@@ -1,16 +1,16 @@
 """ONNX Runtime against torch eager: the Tacotron-2 encoder and one decoder step at RTVC sizes.
 
-The graphs are ``Tacotron2.encoder_module()`` and ``Tacotron2.decoder_step_module()`` exported with
-``torch.export`` (dynamic batch and ``T_in``) and ``torch.onnx.export(dynamo=True)``, run by an ONNX Runtime CPU
-session; the baselines, in the same process and the same run: the model's own encoder (embedding, convolutions,
-the TorchScript LSTM loop) and the eager :class:`~torch_layers.tacotron2_decoder.DecoderStep` (the ops of one step of
-the decoder's TorchScript loop), under ``torch.inference_mode``; for reference the model's own decoder loop per step (at batch 1 the native step,
-:mod:`torch_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the TorchScript loop),
-``(T(STEPS steps) - T(1 step)) / (STEPS - 1)``. Timed with one thread and with every core; both sides get the same
-threads (torch ``set_num_threads``, ONNX Runtime ``intra_op_num_threads``, its threads not spinning between runs); every
-side is called ``WARMUP`` times first (TorchScript's profiling executor re-optimizes during its first calls, seconds
-each). Before timing, each ONNX graph must give the torch numbers (within ``TOL``). Interleaved rounds, medians; ratios
-are ONNX Runtime / torch (below 1: ONNX Runtime faster).
+The graphs are ``Tacotron2.encoder_module()`` and ``Tacotron2.decoder_step_module()`` exported with ``torch.export``
+(dynamic batch and ``T_in``) and ``torch.onnx.export(dynamo=True)``, run by an ONNX Runtime CPU session; the
+baselines, in the same process and the same run: the model's own encoder (embedding, convolutions, the TorchScript
+LSTM loop) and the eager :class:`~torch_layers.tacotron2_decoder.DecoderStep` (the ops of one step of the decoder's
+TorchScript loop), under ``torch.inference_mode``; for reference the model's own decoder loop per step (at batch 1
+the native step, :mod:`torch_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the TorchScript loop), ``(T(STEPS steps) -
+T(1 step)) / (STEPS - 1)``. Timed with one thread and with every core; both sides get the same threads (torch
+``set_num_threads``, ONNX Runtime ``intra_op_num_threads``, its threads not spinning between runs); every side is
+called ``WARMUP`` times first (TorchScript's profiling executor re-optimizes during its first calls, seconds each).
+Before timing, each ONNX graph must give the torch numbers (within ``TOL``). Interleaved rounds, medians; ratios are
+ONNX Runtime / torch (below 1: ONNX Runtime faster).
 """
 from __future__ import annotations
 
@@ -153,7 +153,8 @@ def _run(model, step, encoder, step_ort, ids, lengths, spk, memory, values, keys
 
     line(f"encoder ({SYMBOLS} symbols)", times["ORT encoder"], times["torch encoder"], "torch (the model's encoder)")
     line("decoder step", times["ORT step"], times["torch step"], "torch eager DecoderStep")
-    line("decoder step", times["ORT step"], scripted_step, "the model's decoder loop (native step at batch 1), per step")
+    line("decoder step", times["ORT step"], scripted_step,
+         "the model's decoder loop (native step at batch 1), per step")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 ``Tacotron2.export_serving`` writes the whole synthesis (encoder, the decoder ``tf.while_loop`` with the stop rule,
 postnet) as a SavedModel; a server reloads it with ``tf.saved_model.load`` and calls ``serve``. The baseline, in the
 same process and run: the in-process model's documented fast path ``Tacotron2.synthesize`` (at batch 1 the decoder
-in the native step, :mod:`tf_layers._native`, between the cached encoder and post-net functions). Same weights (random TF1 variables, the stop bias at -1e3 so every run decodes ``max_iters``
-steps), ``tacotron_dropout_rate=0`` (deterministic: the two must agree within ``TOL`` before timing), batch 1,
-100 symbols, ``STEPS`` decoder steps and ``max_iters=1`` (so the cost of one step is ``(T(STEPS) - T(1)) /
-(STEPS - 1)``). Interleaved rounds, medians; ratios are SavedModel / in-process (below 1: the SavedModel faster).
+in the native step, :mod:`tf_layers._native`, between the cached encoder and post-net functions). Same weights
+(random TF1 variables, the stop bias at -1e3 so every run decodes ``max_iters`` steps), ``tacotron_dropout_rate=0``
+(deterministic: the two must agree within ``TOL`` before timing), batch 1, 100 symbols, ``STEPS`` decoder steps and
+``max_iters=1`` (so the cost of one step is ``(T(STEPS) - T(1)) / (STEPS - 1)``). Interleaved rounds, medians;
+ratios are SavedModel / in-process (below 1: the SavedModel faster).
 """
 from __future__ import annotations
 

@@ -294,7 +294,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, *, mel_targets=None,
                    progress=None):
         """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
-        structure (unknown batch and time): the documented fast path.
+        structure (unknown batch and time): the documented fast path. At batch 1 (free running, float32, no
+        ``progress``) the decoder runs the native step between the cached encoder and post-net functions
+        (:mod:`tf_layers._native`; the same numbers up to float32 rounding; ``SPEECHBLOCKS_NATIVE=0`` turns it off).
 
         Args:
             inputs: int ``(batch, T_in)`` symbol ids (pad id 0 past ``input_lengths``).

@@ -9,7 +9,9 @@ first LSTM layer for every step at once. Per step: one matmul per LSTM layer ove
 attention (query matmul, one convolution, tanh, energies, softmax, context), one matmul for the frame and
 stop projections together (their weights concatenated). With a progress callback (:func:`loop_options`, what
 ``Tacotron2.synthesize(progress=...)`` sets) an eager call runs the same function uncompiled, as Python, and reports
-every step: TorchScript cannot call back into Python, and the fast path stays compiled.
+every step: TorchScript cannot call back into Python, and the fast path stays compiled. An eager free-running call
+at batch 1 without gradient (float32, CPU) runs the native step instead (:meth:`Tacotron2Decoder._native_loop`,
+:mod:`torch_layers._native`: the same maths in one C call a step; ``SPEECHBLOCKS_NATIVE=0`` turns it off).
 """
 from __future__ import annotations
 

@@ -20,12 +20,14 @@ Keras and torch, ``check`` (where the side writes each sentence's dropout-0 batc
 
 Before timing every side checks (with the timed model, prenet dropout on) that sentence ``i`` stops at its
 designed step; Keras and torch also build a ``tacotron_dropout_rate=0`` twin from the same checkpoint and compare
-each sentence of one ``synthesize_batch`` of all 16 with that sentence synthesized alone. The server then prints
+each sentence of one ``synthesize_batch`` of all 16 with that sentence synthesized alone (through the same loop, and
+through the native step). The server then prints
 ``ready`` and a JSON of its check results, and runs stdin lines ``NAME N`` (N repetitions of workload NAME),
 printing the seconds.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -192,15 +194,33 @@ def _torch(cfg, seqs, spk, threads):
     return model, deterministic, batched, alone, lambda out: {k: v[0].numpy() for k, v in out.items()}
 
 
+@contextlib.contextmanager
+def _native_step(on: bool):
+    """``SPEECHBLOCKS_NATIVE`` set for the block (the batch-1 native decoder step on or off)."""
+    old = os.environ.get("SPEECHBLOCKS_NATIVE")
+    os.environ["SPEECHBLOCKS_NATIVE"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SPEECHBLOCKS_NATIVE"]
+        else:
+            os.environ["SPEECHBLOCKS_NATIVE"] = old
+
+
 def _framework(build, cfg, seqs, spk, threads):
     model, deterministic, batched, alone, first = build(cfg, seqs, spk, threads)
     n = len(seqs)
     every = slice(0, n)
     # the check: each sentence of one batch of all equals it alone (dropout off); the timed model's stop steps
     det = batched(deterministic, every)
-    worst, bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
+    with _native_step(False):  # the batching's exactness: against the same loop alone
+        worst, bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
+    # what synthesize runs at batch 1: the native step (another summation order; reported)
+    native_worst, native_bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
     timed = batched(model, every)
-    info = {"alone_max_diff": worst, "alone_shape_mismatches": bad,
+    info = {"alone_max_diff": worst, "alone_shape_mismatches": bad, "native_alone_max_diff": native_worst,
+            "native_alone_shape_mismatches": native_bad,
             "steps": [int(o["alignments"].shape[1]) for o in timed], "stopped": [bool(o["stopped"]) for o in timed]}
     del deterministic
     _save_check(cfg["check"], det)

@@ -3,7 +3,8 @@
 Keras vs TF1 under identical conditions: each side runs in its own clean timing subprocess
 (``bench._keras_timing`` / ``bench._legacy_timing`` with ``TF_USE_LEGACY_KERAS=1``; neither imports torch),
 same thread settings and inputs, alternating rounds, medians (see :func:`method_line`). Targets (issue #3): Keras <=
-1.0x the TF1 graph; torch <= 2x the fused ``nn.LSTM`` of the same size.
+1.0x the TF1 graph; torch <= 2x the fused ``nn.LSTM`` of the same size; issue #23 tightened the encoder's: torch
+``EncoderRNN`` <= 1.5x ``nn.LSTM(bidirectional=True)``.
 """
 from __future__ import annotations
 
@@ -125,7 +126,8 @@ def bench_torch():
                           repeats=REPEATS)
     print(f"encoder B={s['batch']} T={s['time']} {s['input']}->2x{s['size']} inference: torch EncoderRNN eager "
           f"{t['eager'] * 1e3:.1f} ms ({t['eager'] / t['lstm']:.2f}x), jit.script {t['script'] * 1e3:.1f} ms "
-          f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(bidirectional) {t['lstm'] * 1e3:.1f} ms (target <= 2x)")
+          f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(bidirectional) {t['lstm'] * 1e3:.1f} ms (target <= 1.5x: "
+          f"{'MET' if min(t['eager'], t['script']) <= 1.5 * t['lstm'] else 'MISSED'})")
 
     d = DECODER
     dec = torch_layers.DecoderRNN(d["input"], layers=d["layers"], size=d["size"], zoneout=0.1).eval()

@@ -290,3 +290,46 @@ def test_a_fresh_cache_builds_once(monkeypatch, tmp_path):
     monkeypatch.setattr(core, "_build", lambda *a: pytest.fail("built again"))
     monkeypatch.setattr(core, "_LIB", {})
     assert core.library() is not None
+
+
+def _child_synthesis(queue):
+    dec = _decoder(stop_bias=-50.0, max_iters=5)
+    torch.manual_seed(2)
+    with torch.inference_mode():
+        memory = dec.attention_memory(torch.ones(1, 9, 11))
+        loop = _native.NativeDecoderLoop(core.library(), dec.step_weights(), dec.step_config(), memory, dec.num_mels,
+                                         dec.stop_at_any, threads=2)  # asks for 2 threads, as a Keras caller does
+        frames = loop.run(5)[0]
+    queue.put((loop.loop.m.threads, frames.numpy()))
+
+
+def test_a_forked_child_runs_the_native_step_on_one_thread(counted):
+    """GNU libgomp is not fork-safe: a child forked after the parent's native step started OpenMP threads runs its
+    steps on one thread (as torch does in such a child) instead of hanging on the parent's pool."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    dec = _decoder(stop_bias=-50.0, max_iters=5)
+    torch.manual_seed(2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            parent = dec(torch.ones(1, 9, 11))[0].numpy()
+    finally:
+        torch.set_num_threads(threads)
+    assert len(counted) == 1
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_synthesis, args=(queue,))
+    child.start()
+    child.join(timeout=120)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "the forked child hung in the native step"
+    assert child.exitcode == 0
+    threads_in_child, got = queue.get(timeout=10)
+    assert threads_in_child == 1
+    assert got.shape == parent.shape and float(abs(got - parent).max()) <= 1e-6

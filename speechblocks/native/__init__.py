@@ -47,6 +47,7 @@ PHASES = ("pre-net", "LSTM stack", "attention query", "attention energies", "ali
 
 _LOCK = threading.Lock()
 _LIB: dict[str, Optional[ctypes.CDLL]] = {}
+_POOL_PID: list[int] = []  # the process whose OpenMP threads a native step started
 _PROFILE = threading.local()
 
 _F = ctypes.POINTER(ctypes.c_float)
@@ -236,7 +237,13 @@ class DecoderLoop:
         m.proj_rows, m.frame_size = projection_bias.shape[0], frame_size
         m.r, m.stop_at_any = m.proj_rows - frame_size, int(stop_at_any)
         m.proj_w, m.proj_b = _ptr(projection_weight), _ptr(projection_bias)
-        m.threads = threads
+        # a child forked after its parent ran OpenMP threads must not reuse that pool (GNU libgomp is not fork-safe):
+        # one thread there, as torch does in such a child
+        m.threads = max(1, threads)
+        if _POOL_PID and _POOL_PID[0] != os.getpid():
+            m.threads = 1
+        elif m.threads > 1 and not _POOL_PID:
+            _POOL_PID.append(os.getpid())
 
         nmax = max(m.input0 + u, 2 * u)
         f32 = np.float32

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -333,3 +334,37 @@ def test_a_forked_child_runs_the_native_step_on_one_thread(counted):
     threads_in_child, got = queue.get(timeout=10)
     assert threads_in_child == 1
     assert got.shape == parent.shape and float(abs(got - parent).max()) <= 1e-6
+
+
+def test_a_damaged_cached_library_is_built_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
+    monkeypatch.setattr(core, "_LIB", {})
+    assert core.library() is not None
+    (built,) = (tmp_path / "native").glob("decoder_step-*.so")
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(b"not an ELF file")
+    os.replace(damaged, built)  # a new file (this process keeps the old one mapped)
+    # a fresh process finds the damaged file where the library should be
+    code = "from speechblocks import native; print(native.library() is not None)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "SPEECHBLOCKS_CACHE": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+    assert built.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_loop_refuses_arrays_it_would_misread_and_missing_draws():
+    dec = _decoder()
+    memory = dec.attention_memory(torch.randn(1, 9, 11))
+    loop = _native.NativeDecoderLoop(core.library(), dec.step_weights(), dec.step_config(), memory, dec.num_mels,
+                                     dec.stop_at_any, 1)
+    with pytest.raises(ValueError, match="needs `draws` or `keep_masks`"):
+        loop.loop.run(3)  # dropout on, no random numbers
+    with pytest.raises(ValueError, match=r"draws\(0\) must have shape \(22,\)"):
+        loop.loop.run(3, draws=lambda step: np.zeros(5, np.float32))
+    w = [np.zeros((8, 4), np.float32).T]  # a transposed view: not C-contiguous
+    with pytest.raises(ValueError, match="float32 and C-contiguous"):
+        core.DecoderLoop(core.library(), lstm_weights=w, lstm_biases=w, lstm_cols=False, gates=core.TORCH_GATES,
+                         prenet_weights=w, prenet_biases=w, dense_cols=False, query_weight=w[0],
+                         location_weight=w[0], v_a=w[0], keys=w[0], values=w[0], score_bias=None,
+                         projection_weight=w[0], projection_bias=w[0], num_mels=4, frame_size=4, zoneout=0.0,
+                         prenet_rate=0.0, pad_before=0, smoothing=False, cumulate=True, stop_at_any=True, threads=1)

@@ -147,7 +147,12 @@ def library() -> Optional[ctypes.CDLL]:
             key = hashlib.sha256(SOURCE.read_bytes() + version + _cpu_key().encode()).hexdigest()[:20]
             target = _cache_dir() / f"decoder_step-{key}.so"
             if target.exists() or _build(cc, target):
-                lib = ctypes.CDLL(str(target))
+                try:
+                    lib = ctypes.CDLL(str(target))
+                except OSError:  # a damaged file in the cache: built again, once
+                    if not _build(cc, target):
+                        raise
+                    lib = ctypes.CDLL(str(target))
                 lib.sb_decoder_step.restype = ctypes.c_int
                 lib.sb_decoder_step.argtypes = [ctypes.POINTER(_Decoder), ctypes.POINTER(_State), _F, ctypes.c_int,
                                                 _F, _F]

@@ -168,3 +168,28 @@ def test_the_dropout_draws_are_the_graph_loops():
                                  for i, n in enumerate(sizes)])
         np.testing.assert_array_equal(chunk[c], expect)
     assert core.library() is not None
+
+
+def test_synthesize_batch_of_one_sentence(monkeypatch, counted):
+    tf.keras.utils.set_random_seed(0)
+    hp = dict(encoder_lstm_units=16, decoder_lstm_units=32, prenet_layers=[16, 16], attention_dim=8,
+              postnet_channels=8, enc_conv_channels=16, embedding_dim=16, speaker_embedding_size=4, max_iters=30,
+              tacotron_dropout_rate=0.0)
+    model = tf_layers.Tacotron2(resolve_hparams("rtvc", **hp))
+    sentence = np.random.default_rng(0).integers(1, 60, 23)
+    speaker = np.random.default_rng(1).normal(size=(4,)).astype(np.float32)
+    model.synthesize_batch([sentence], speaker)
+    model.decoder.stop_projection.dense.bias.assign(np.full(model.decoder.stop_projection.dense.bias.shape, -3.0,
+                                                            np.float32))
+    counted.clear()
+    (native,) = model.synthesize_batch([sentence], speaker)
+    assert len(counted) == 1
+    monkeypatch.setenv("SPEECHBLOCKS_NATIVE", "0")
+    (graph,) = model.synthesize_batch([sentence], speaker)
+    monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
+    assert set(native) == set(graph) and native["stopped"] == graph["stopped"]
+    for key in ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments"):
+        assert native[key].shape == graph[key].shape, key
+        np.testing.assert_allclose(native[key], graph[key], atol=2e-5 * max(1.0, float(np.abs(graph[key]).max())))
+    model.synthesize_batch([sentence, sentence[:9]], speaker)  # two sentences: the batched graph loop
+    assert len(counted) == 1

@@ -335,7 +335,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     def _native_batch_one(self, inputs) -> bool:
         """Whether a free-running synthesis of ``inputs`` can take the native decoder step (batch 1, float32, the
         library built; :mod:`tf_layers._native` checks the rest)."""
-        return (inputs.shape.rank == 2 and inputs.shape[0] == 1 and self.decoder.compute_dtype == "float32"
+        shape = tuple(inputs.shape)
+        return (len(shape) == 2 and shape[0] == 1 and self.decoder.compute_dtype == "float32"
                 and native.enabled() and native.library() is not None)
 
     def _synthesize_native(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
@@ -343,11 +344,18 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         call between them (its free-running loop in the native step, :mod:`tf_layers._native`)."""
         memory = self._cached_function("_memory_fn", self._inference_memory)(inputs, input_lengths, speaker_embeddings)
         frames, stop, alignments = self.decoder(memory, input_lengths, max_iters=max_iters, training=False)
-        post = self._cached_function("_postprocess_fn", self._postprocess)(frames)
+        post = self._postprocess_function()(frames)
         out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
                    stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
         out.update(post)
         return {k: np.asarray(v) for k, v in out.items()}
+
+    def _postprocess_function(self):
+        """The cached inference post-net ``tf.function`` (frames ``(batch, steps, r * num_mels)``, unknown batch and
+        steps) that :meth:`synthesize_batch` and the batch-1 native synthesis share."""
+        hp = self.hparams
+        return self._cached_function("_postprocess_fn", lambda f: self._postprocess(f), signature=[
+            tf.TensorSpec([None, None, hp.outputs_per_step * hp.num_mels], self.decoder.compute_dtype)])
 
     def _inference_memory(self, inputs, input_lengths, speaker_embeddings):
         return self._memory(inputs, input_lengths, speaker_embeddings, False, {})
@@ -415,12 +423,15 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             lambda m, n, i: self.decoder(m, n, max_iters=i, training=False), progress=progress is not None,
             stop_each=True, signature=[tf.TensorSpec([None, None, hp.memory_size], dtype), lengths_spec,
                                        tf.TensorSpec([], tf.int32)])
-        with contextlib.nullcontext() if progress is None else self._reporting(progress):
-            frames, stop, alignments = decode(memory, tf.constant(lengths), tf.constant(int(limit), tf.int32))
-        stop, alignments = stop.numpy(), alignments.numpy()
+        if len(lengths) == 1 and progress is None and self._native_batch_one(ids):
+            # one sentence: the decoder's eager call (the native step at batch 1; the rules agree for one entry)
+            frames, stop, alignments = self.decoder(memory, tf.constant(lengths), max_iters=int(limit), training=False)
+        else:
+            with contextlib.nullcontext() if progress is None else self._reporting(progress):
+                frames, stop, alignments = decode(memory, tf.constant(lengths), tf.constant(int(limit), tf.int32))
+        stop, alignments = np.asarray(stop), np.asarray(alignments)
         steps, stopped = stop_steps(stop, hp.stop_at_any)
-        post = self._cached_function("_postprocess_fn", lambda f: self._postprocess(f), signature=[
-            tf.TensorSpec([None, None, hp.outputs_per_step * hp.num_mels], dtype)])
+        post = self._postprocess_function()
         results = []
         for k, (n, s) in enumerate(zip(lengths, steps)):
             out = {key: v.numpy()[0] for key, v in post(frames[k:k + 1, :s]).items()}

@@ -35,7 +35,7 @@ checkpoint prefixes the legacy side writes from the weights and the other sides 
 3. warms the timed calls up and prints ``ready`` (and a JSON of notes: ``train_note`` when the documented
    training path fails and a workaround is timed; ``profile``: the ops of largest self time in a
    ``PROFILE_STEPS``-step synthesis, from ``torch.profiler`` (and the native step's own phase clock,
-   :func:`torch_layers._native.phase_profile`), TensorFlow's profiler trace (Keras) or the TF1
+   :func:`speechblocks.native.phase_profile`), TensorFlow's profiler trace (Keras) or the TF1
    session's step stats); then each stdin line ``synth N`` / ``short N`` (the same
    synthesis with ``max_iters=1``: encoder, one step, postnet) / ``train N`` runs that call N times and prints
    the seconds.
@@ -150,9 +150,7 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     with native.phase_profile() as phases:
         ops = _keras_op_times(
             lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS))
-    # the native decoder step (batch 1) is one C call a step, which TensorFlow's profiler does not see
-    ops.update({"native step: " + name: phases[name] * 1e3 for name in native.PHASES if phases["steps"]})
-    info["profile"] = _top_ops(ops, PROFILE_STEPS)
+    info["profile"] = _top_ops({**ops, **_native_phase_ms(phases)}, PROFILE_STEPS)
     return runs, {"synth": 2, "short": 2, "train": 1 if "train_note" in info else 0}, info
 
 
@@ -199,7 +197,7 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(threads)
     import torch_layers
-    from torch_layers import _native
+    from speechblocks import native
 
     steps = cfg["synth"]["steps"]
     ckpt = cfg["checkpoints"]
@@ -233,13 +231,19 @@ def _torch(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
 
     synth(PROFILE_STEPS)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, \
-            _native.phase_profile() as phases:
+            native.phase_profile() as phases:
         synth(PROFILE_STEPS)
     ops = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()}  # ms
-    # the native decoder step is one C call a step, which torch.profiler does not see: its own phase clock
-    ops.update({"native step: " + name: phases[name] * 1e3 for name in _native.PHASES if phases["steps"]})
-    info = {"profile": _top_ops(ops, PROFILE_STEPS)}
+    info = {"profile": _top_ops({**ops, **_native_phase_ms(phases)}, PROFILE_STEPS)}
     return {"synth": synth, "short": lambda: synth(1), "train": train}, {"synth": 2, "short": 2, "train": 1}, info
+
+
+def _native_phase_ms(phases: dict) -> dict:
+    """Milliseconds by phase of the native decoder steps timed by ``speechblocks.native.phase_profile`` (one C call
+    a step, which neither TensorFlow's profiler nor ``torch.profiler`` sees), named ``native step: PHASE``."""
+    from speechblocks import native
+
+    return {"native step: " + name: phases[name] * 1e3 for name in native.PHASES if phases["steps"]}
 
 
 def _top_ops(ms_by_op: dict, steps: int, n: int = 6) -> list:

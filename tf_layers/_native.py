@@ -16,8 +16,6 @@ import tensorflow as tf
 
 from speechblocks import native
 
-from .decoder_rnn import stack_weights
-
 __all__ = ["free_running", "CHUNK"]
 
 CHUNK = 32  # pre-net dropout draws made per graph call
@@ -60,9 +58,10 @@ class _Draws:
         return self.block[step - self.start]
 
 
-def qualifies(decoder, memory, lstm_masks) -> bool:
-    """Whether an eager free-running call of ``decoder`` can run in the native step."""
-    if lstm_masks is not None or not native.enabled() or decoder.__dict__.get("_loop_opts"):
+def qualifies(decoder, memory) -> bool:
+    """Whether an eager free-running call of ``decoder`` (no injected zoneout masks: the caller's check) can run in
+    the native step."""
+    if not native.enabled() or decoder.__dict__.get("_loop_opts"):
         return False
     if memory.shape[0] != 1 or memory.dtype != tf.float32 or decoder.compute_dtype != "float32":
         return False
@@ -88,31 +87,31 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks) 
     Returns:
         ``(frames (1, steps, r * num_mels), stop probabilities (1, steps, r), alignments (1, T_in, steps))``.
     """
-    if not qualifies(decoder, memory, None):
+    if not qualifies(decoder, memory):
         return None
     if prenet_masks is not None and any(m.shape[1] is None or m.shape[1] < max_iters for m in prenet_masks):
         return None
-    att, lstm, pre = decoder.attention, decoder.decoder_lstm, decoder.prenet
+    att, pre = decoder.attention, decoder.prenet
     lengths = memory_lengths if att.mask_encoder else None
     values, keys = att.process_memory(memory, lengths)
     max_time = int(values.shape[1])
-    conv = _array(att.location_conv_kernel)[:, 0, :]  # (K, F)
-    dense = _array(att.location_kernel)  # (F, U)
-    location = _array(conv @ dense)  # the location convolution and its dense as one kernel (K, U)
-    key_bias = _array(att.b) + _array(att.location_conv_bias) @ dense  # every constant bias, added to the keys
+    step = decoder.step_weights(tf.float32)  # the LSTM stack's kernels and biases, the attention's, the projections
+    a = step.attention
+    dense = _array(a["location"])  # (F, U)
+    location = _array(_array(a["conv"])[:, 0, :] @ dense)  # the location convolution and its dense as one kernel
+    key_bias = _array(a["b"]) + _array(a["conv_bias"]) @ dense  # every constant bias, added to the keys
     score_bias = None
     if lengths is not None:
         n = int(np.asarray(lengths)[0])
         score_bias = np.where(np.arange(max_time) < n, 0.0, -np.inf).astype(np.float32)
     sizes = tuple(int(s) for s in pre.layers_sizes)
-    w = stack_weights(lstm.cells, tf.float32, sizes[-1])
-    step = decoder.step_weights(tf.float32)
     kernel = int(att.kernel_size)
     loop = native.DecoderLoop(
-        native.library(), lstm_weights=[_array(k) for k in w.kernels], lstm_biases=[_array(b) for b in w.biases],
-        lstm_cols=True, gates=native.TF1_GATES, prenet_weights=[_array(d.kernel) for d in pre.dense_layers],
+        native.library(), lstm_weights=[_array(k) for k in step.lstm.kernels],
+        lstm_biases=[_array(b) for b in step.lstm.biases], lstm_cols=True, gates=native.TF1_GATES,
+        prenet_weights=[_array(d.kernel) for d in pre.dense_layers],
         prenet_biases=[_array(d.bias) for d in pre.dense_layers], dense_cols=True,
-        query_weight=_array(att.query_kernel), location_weight=location, v_a=_array(att.v),
+        query_weight=_array(a["query"]), location_weight=location, v_a=_array(a["v"]),
         keys=_array(_array(keys[0]) + key_bias), values=_array(values[0]), score_bias=score_bias,
         projection_weight=_array(step.projection_kernel), projection_bias=_array(step.projection_bias),
         num_mels=decoder.num_mels, frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,

@@ -27,26 +27,27 @@ __m256 _ZGVdN8v_tanhf(__m256);
 #define SB_VW 8
 #endif
 
-/* x[i] = tanh(x[i]) and x[i] = exp(x[i]) over n floats (glibc's vector maths when built with it) */
-static void v_tanh(float *x, int n) {
+/* x[i] = f(x[i]) over n floats, f one of SB_EXP, SB_TANH (glibc's vector maths when built with it) */
+enum { SB_EXP, SB_TANH };
+
+static void v_map(float *x, int n, int f) {
     int i = 0;
 #if defined(SB_VW) && SB_VW == 16
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _ZGVeN16v_tanhf(_mm512_loadu_ps(x + i)));
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_ps(x + i, f == SB_EXP ? _ZGVeN16v_expf(v) : _ZGVeN16v_tanhf(v));
+    }
 #elif defined(SB_VW) && SB_VW == 8
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _ZGVdN8v_tanhf(_mm256_loadu_ps(x + i)));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(x + i, f == SB_EXP ? _ZGVdN8v_expf(v) : _ZGVdN8v_tanhf(v));
+    }
 #endif
-    for (; i < n; i++) x[i] = tanhf(x[i]);
+    for (; i < n; i++) x[i] = f == SB_EXP ? expf(x[i]) : tanhf(x[i]);
 }
 
-static void v_exp(float *x, int n) {
-    int i = 0;
-#if defined(SB_VW) && SB_VW == 16
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _ZGVeN16v_expf(_mm512_loadu_ps(x + i)));
-#elif defined(SB_VW) && SB_VW == 8
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _ZGVdN8v_expf(_mm256_loadu_ps(x + i)));
-#endif
-    for (; i < n; i++) x[i] = expf(x[i]);
-}
+static void v_tanh(float *x, int n) { v_map(x, n, SB_TANH); }
+static void v_exp(float *x, int n) { v_map(x, n, SB_EXP); }
 
 /* x[i] = 1 / (1 + exp(-x[i])) */
 static void v_sigmoid(float *x, int n) {

@@ -20,6 +20,7 @@ import torch
 
 import torch_layers
 from speechblocks import native as core
+from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
 from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
 
@@ -85,18 +86,6 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 2e-6):
     assert float((a - b).nan_to_num().abs().max()) <= tol * scale
 
 
-def _as_accurate(native: torch.Tensor, scripted: torch.Tensor, reference: torch.Tensor):
-    """The native float32 result is as close to the float64 loop as the float32 TorchScript loop is (both sum in
-    their own order; over many steps of an attention loop the float32 noise grows alike in both)."""
-    assert native.shape == scripted.shape == reference.shape
-    assert torch.equal(torch.isnan(native), torch.isnan(reference))
-    ref = reference.nan_to_num()
-    scale = max(1.0, float(ref.abs().max()))
-    err_native = float((native.double().nan_to_num() - ref).abs().max())
-    err_scripted = float((scripted.double().nan_to_num() - ref).abs().max())
-    assert err_native <= 4 * err_scripted + 5e-7 * scale, (err_native, err_scripted)
-
-
 def test_the_library_builds_here_and_shares_torchs_openmp():
     lib = _native.library()
     assert lib is not None, "a C compiler is on PATH but the native step did not build"
@@ -138,7 +127,7 @@ def test_native_equals_the_torchscript_loop(monkeypatch, counted, variant, lengt
     native, scripted, same_draws, reference = _both(monkeypatch, call, module=dec)
     assert len(counted) == 1
     for a, b, c in zip(native, scripted, reference):
-        _as_accurate(a, b, c)
+        assert_as_accurate(a, b, c)
     assert same_draws  # the pre-net's dropout drew the same numbers, in the same order, as many
 
 
@@ -232,7 +221,7 @@ def test_rtvc_sizes_through_the_model(monkeypatch, counted):
     native, scripted, same_draws, reference = _both(monkeypatch, call, module=model)
     assert len(counted) == 1 and same_draws
     for key in native:
-        _as_accurate(native[key], scripted[key], reference[key])
+        assert_as_accurate(native[key], scripted[key], reference[key])
 
 
 def test_what_the_native_step_does_not_take_runs_the_torchscript_loop(counted):
@@ -286,7 +275,7 @@ def test_a_fresh_cache_builds_once(monkeypatch, tmp_path):
     monkeypatch.setattr(core, "_LIB", {})
     lib = core.library()
     assert lib is not None
-    built = list((tmp_path / "native").glob("decoder_step-*.so"))
+    built = list((tmp_path / "native").glob("speechblocks_native-*.so"))
     assert len(built) == 1 and not [p for p in (tmp_path / "native").iterdir() if p not in built]
     monkeypatch.setattr(core, "_build", lambda *a: pytest.fail("built again"))
     monkeypatch.setattr(core, "_LIB", {})
@@ -340,7 +329,7 @@ def test_a_damaged_cached_library_is_built_again(monkeypatch, tmp_path):
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
     monkeypatch.setattr(core, "_LIB", {})
     assert core.library() is not None
-    (built,) = (tmp_path / "native").glob("decoder_step-*.so")
+    (built,) = (tmp_path / "native").glob("speechblocks_native-*.so")
     damaged = tmp_path / "damaged"
     damaged.write_bytes(b"not an ELF file")
     os.replace(damaged, built)  # a new file (this process keeps the old one mapped)

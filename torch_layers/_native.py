@@ -1,8 +1,11 @@
-"""The torch adapter of the native decoder step (:mod:`speechblocks.native`): batch-1 free-running inference.
+"""The torch adapters of the native kernels (:mod:`speechblocks.native`), inference only.
 
-:meth:`Tacotron2Decoder._native_loop <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a
-:class:`NativeDecoderLoop` when the call qualifies; the C step reads the decoder's tensors in place (torch's
-``(out, in)`` layouts, the forms :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives).
+- The decoder step at batch 1: :meth:`Tacotron2Decoder._native_loop
+  <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a :class:`NativeDecoderLoop` when the call qualifies;
+  the C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
+  :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives).
+- The encoder LSTM's recurrence: :meth:`EncoderRNN._recurrence <torch_layers.encoder_rnn.EncoderRNN>` calls
+  :func:`encoder_scan` instead of its TorchScript loop when it qualifies.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from torch import Tensor
 from speechblocks import native
 from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
 
-__all__ = ["NativeDecoderLoop", "shapes_fit", "enabled", "library", "phase_profile", "PHASES"]
+__all__ = ["NativeDecoderLoop", "encoder_scan", "shapes_fit", "enabled", "library", "phase_profile", "PHASES"]
 
 
 def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
@@ -115,3 +118,32 @@ class NativeDecoderLoop:
             n_steps, lambda step: torch.rand(total).numpy(), keep, progress)
         return (torch.from_numpy(frames).unsqueeze(0), torch.from_numpy(stop).unsqueeze(0),
                 torch.from_numpy(alignments.T.copy()).unsqueeze(0), finished)
+
+
+def encoder_scan(gx: Tensor, w_hh: Tensor, lengths: Optional[Tensor], zoneout: float) -> Optional[Tensor]:
+    """The encoder LSTM's bidirectional recurrence through the native scan, or ``None`` when it does not apply
+    (then the caller runs :func:`~torch_layers.encoder_rnn.bidirectional_scan`, the same maths).
+
+    It applies to inference: float32 on the CPU, nothing recording a gradient, not while ``torch.compile`` traces,
+    the library built and ``SPEECHBLOCKS_NATIVE`` not 0 (training-mode zoneout masks stay with the caller's loop).
+
+    Args:
+        gx: ``(2, time, batch, 4u)`` input projections, gate blocks i, f, o, g, direction 1 reversed within lengths.
+        w_hh: ``(2, u, 4u)`` recurrent weights (any strides), blocks i, f, o, g.
+        lengths: ``(batch,)`` integer lengths or ``None``.
+        zoneout: the inference zoneout factor of cell and hidden state.
+
+    Returns:
+        ``(time, 2, batch, u)`` raw outputs, zeros past a length; or ``None``.
+    """
+    if gx.dtype != torch.float32 or w_hh.dtype != torch.float32 or gx.device.type != "cpu" \
+            or w_hh.device.type != "cpu" or not enabled() or torch.compiler.is_compiling():
+        return None
+    if torch.is_grad_enabled() and (gx.requires_grad or w_hh.requires_grad):
+        return None
+    lib = library()
+    if lib is None:
+        return None
+    lens = None if lengths is None else lengths.detach().cpu().numpy()
+    out = native.encoder_scan(lib, _array(gx), _array(w_hh), lens, zoneout, torch.get_num_threads())
+    return torch.from_numpy(out)

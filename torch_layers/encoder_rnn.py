@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from speechblocks.tf1_names import encoder_rnn_tf1_variables
 
+from . import _native
 from ._validation import check_float_tensor, check_lengths
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import (
@@ -168,10 +169,15 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
     length. The input projection of all steps and both directions is one matmul; the recurrent step of both
     directions is one batched matmul.
 
-    Which recurrence runs (the same :func:`zoneout_lstm_step`, the same numbers):
+    Which recurrence runs (the same maths, the same numbers up to float32 rounding):
 
-    - eager, ``torch.jit.script`` and ``torch.compile``: :func:`bidirectional_scan`, a TorchScript loop that skips
-      the masking over the leading steps where every sequence runs (it reads the lengths' values: one device sync).
+    - eager inference -- float32 on the CPU, nothing recording a gradient, eval mode (no zoneout masks): the native
+      encoder scan (``speechblocks/native/encoder_scan.c`` through :func:`torch_layers._native.encoder_scan`; both
+      directions in one C call, only the entries still running computed) when the library builds and
+      ``SPEECHBLOCKS_NATIVE`` is not ``0``;
+    - otherwise eager, ``torch.jit.script`` and ``torch.compile``: :func:`bidirectional_scan`, a TorchScript loop
+      that skips the masking over the leading steps where every sequence runs (it reads the lengths' values: one
+      device sync).
       The fastest on CPU eager; ``torch.compile`` breaks the graph there and runs without recompiling per length,
       with ``aot_eager`` faster than the scan and with ``inductor`` as fast and without its lowering limit (see
       :meth:`masked_forward`);
@@ -282,17 +288,22 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         if torch.jit.is_scripting():
             out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)
         else:
-            out = self._recurrence(gx, w_hh, valid, keep_c, keep_h, masked)  # (time, 2, batch, u)
+            out = self._recurrence(gx, w_hh, valid, input_lengths, keep_c, keep_h, masked)  # (time, 2, batch, u)
         out = out.permute(1, 2, 0, 3)
         return torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
 
     @torch.jit.unused
-    def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
-                    keep_h: Optional[Tensor], masked: bool) -> Tensor:
-        """Exporting (or ``masked``): the masked ``scan``; otherwise the TorchScript loop (see the class docstring)."""
+    def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], lengths: Optional[Tensor],
+                    keep_c: Optional[Tensor], keep_h: Optional[Tensor], masked: bool) -> Tensor:
+        """Exporting (or ``masked``): the masked ``scan``; otherwise the native scan when it applies, else the
+        TorchScript loop (see the class docstring)."""
         z = self.zoneout
         exporting = torch.compiler.is_exporting()
         if not (masked or exporting):
+            if keep_c is None and keep_h is None:
+                out = _native.encoder_scan(gx, w_hh, lengths, z)
+                if out is not None:
+                    return out
             return bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
         if exporting:
             # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX exporter

@@ -9,11 +9,16 @@ each thread streaming its own rows, reading either framework's weights in place 
 own); ``tests/test_native_decoder_step*.py`` hold it to each framework's loop. The framework adapters are
 ``torch_layers/_native.py`` and ``tf_layers/_native.py``; this module is numpy only.
 
+The same library holds ``encoder_scan.c`` (:func:`encoder_scan`): both directions of the encoder's zoneout LSTM over
+time at inference in one call, a thread per direction (more threads split the batch), only the entries still
+running computed; torch's ``EncoderRNN`` runs it (``tests/test_native_encoder_scan.py``). Both share
+``vector_maths.h``.
+
 The library is compiled on first use with the system C compiler (``$CC``, else ``cc``: ``-O3 -march=native
 -fopenmp``, glibc's vector maths when it links) into ``$SPEECHBLOCKS_CACHE/native`` (default
-``~/.cache/speechblocks/native``), one file per source, compiler and CPU; the build is atomic (written aside, then
-renamed). Without a compiler, on a build error, or with ``SPEECHBLOCKS_NATIVE=0``, :func:`library` returns ``None``
-and the decoders run their own loops: the native step is an accelerator, never a requirement.
+``~/.cache/speechblocks/native``), one file per set of sources, compiler and CPU; the build is atomic (written
+aside, then renamed). Without a compiler, on a build error, or with ``SPEECHBLOCKS_NATIVE=0``, :func:`library`
+returns ``None`` and the blocks run their own loops: the native code is an accelerator, never a requirement.
 """
 from __future__ import annotations
 
@@ -32,10 +37,13 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "PHASES", "MAX_LAYERS", "MAX_ATTENTION_UNITS",
-           "TORCH_GATES", "TF1_GATES"]
+__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "encoder_scan", "PHASES", "MAX_LAYERS",
+           "MAX_ATTENTION_UNITS", "TORCH_GATES", "TF1_GATES"]
 
-SOURCE = Path(__file__).with_name("decoder_step.c")
+_HERE = Path(__file__).parent
+#: the C sources of the library (one shared object) and the header they share
+SOURCES = (_HERE / "decoder_step.c", _HERE / "encoder_scan.c")
+HEADERS = (_HERE / "vector_maths.h",)
 MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
 #: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
@@ -103,10 +111,10 @@ def _cache_dir() -> Path:
 
 
 def _build(cc: str, target: Path) -> bool:
-    """Compiles :data:`SOURCE` into ``target`` (atomic: written aside, renamed); with glibc's vector maths, else
+    """Compiles :data:`SOURCES` into ``target`` (atomic: written aside, renamed); with glibc's vector maths, else
     without."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    base = [cc, "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", str(SOURCE)]
+    base = [cc, "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", *map(str, SOURCES)]
     for extra in (["-DSB_LIBMVEC", "-lmvec", "-lm"], ["-lm"]):
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
         os.close(fd)
@@ -144,8 +152,9 @@ def library() -> Optional[ctypes.CDLL]:
         lib = None
         try:
             version = subprocess.run([cc, "--version"], capture_output=True, timeout=30).stdout
-            key = hashlib.sha256(SOURCE.read_bytes() + version + _cpu_key().encode()).hexdigest()[:20]
-            target = _cache_dir() / f"decoder_step-{key}.so"
+            code = b"".join(p.read_bytes() for p in SOURCES + HEADERS)
+            key = hashlib.sha256(code + version + _cpu_key().encode()).hexdigest()[:20]
+            target = _cache_dir() / f"speechblocks_native-{key}.so"
             if target.exists() or _build(cc, target):
                 try:
                     lib = ctypes.CDLL(str(target))
@@ -156,6 +165,10 @@ def library() -> Optional[ctypes.CDLL]:
                 lib.sb_decoder_step.restype = ctypes.c_int
                 lib.sb_decoder_step.argtypes = [ctypes.POINTER(_Decoder), ctypes.POINTER(_State), _F, ctypes.c_int,
                                                 _F, _F]
+                lib.sb_encoder_scan.restype = ctypes.c_int
+                lib.sb_encoder_scan.argtypes = [_F, _F, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
+                                                ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int,
+                                                ctypes.c_int, _F]
         except (OSError, subprocess.SubprocessError):
             lib = None
         _LIB[cc] = lib
@@ -175,6 +188,17 @@ def phase_profile():
         yield totals
     finally:
         _PROFILE.value = old
+
+
+def _threads(requested: int) -> int:
+    """The OpenMP threads a native call may use: a child forked after its parent ran OpenMP threads must not reuse
+    that pool (GNU libgomp is not fork-safe): one thread there, as torch does in such a child."""
+    n = max(1, int(requested))
+    if _POOL_PID and _POOL_PID[0] != os.getpid():
+        return 1
+    if n > 1 and not _POOL_PID:
+        _POOL_PID.append(os.getpid())
+    return n
 
 
 def _ptr(x: np.ndarray):
@@ -242,13 +266,7 @@ class DecoderLoop:
         m.proj_rows, m.frame_size = projection_bias.shape[0], frame_size
         m.r, m.stop_at_any = m.proj_rows - frame_size, int(stop_at_any)
         m.proj_w, m.proj_b = _ptr(projection_weight), _ptr(projection_bias)
-        # a child forked after its parent ran OpenMP threads must not reuse that pool (GNU libgomp is not fork-safe):
-        # one thread there, as torch does in such a child
-        m.threads = max(1, threads)
-        if _POOL_PID and _POOL_PID[0] != os.getpid():
-            m.threads = 1
-        elif m.threads > 1 and not _POOL_PID:
-            _POOL_PID.append(os.getpid())
+        m.threads = _threads(threads)
 
         nmax = max(m.input0 + u, 2 * u)
         f32 = np.float32
@@ -318,3 +336,46 @@ class DecoderLoop:
                 profile[name] += seconds
             profile["steps"] += step
         return projected[:step, :m.frame_size], projected[:step, m.frame_size:], alignments[:step], finished
+
+
+def encoder_scan(lib: ctypes.CDLL, gx: np.ndarray, w_hh: np.ndarray, lengths: Optional[np.ndarray], zoneout: float,
+                 threads: int) -> np.ndarray:
+    """Both directions of the encoder's zoneout LSTM over time, inference (``encoder_scan.c``).
+
+    Args:
+        lib: :func:`library`.
+        gx: ``(2, time, batch, 4u)`` float32 C-contiguous input projections, bias and forget bias included, gate
+            blocks **i, f, o, g**; direction 1 in its processing order (reversed within the lengths).
+        w_hh: ``(2, u, 4u)`` float32 C-contiguous recurrent weights, blocks i, f, o, g.
+        lengths: ``(batch,)`` integer lengths (clipped to ``[0, time]``) or ``None`` (every entry runs every step).
+        zoneout: the inference zoneout factor of cell and hidden state (``new * (1 - z) + prev * z``).
+        threads: OpenMP threads (one direction each; more split the batch).
+
+    Returns:
+        ``(time, 2, batch, u)`` float32 raw outputs, zeros past a length.
+    """
+    if gx.ndim != 4 or gx.shape[0] != 2 or w_hh.ndim != 3 or w_hh.shape[0] != 2 or gx.shape[3] != w_hh.shape[2] \
+            or w_hh.shape[2] != 4 * w_hh.shape[1]:
+        raise ValueError(f"encoder_scan: `gx` must be (2, time, batch, 4u) and `w_hh` (2, u, 4u); got {gx.shape} and "
+                         f"{w_hh.shape}")
+    for name, a in (("gx", gx), ("w_hh", w_hh)):
+        if a.dtype != np.float32 or not a.flags.c_contiguous:
+            raise ValueError(f"encoder_scan: `{name}` must be float32 and C-contiguous")
+    _, n_steps, batch, _ = gx.shape
+    u = w_hh.shape[1]
+    out = np.empty((n_steps, 2, batch, u), np.float32)
+    if out.size == 0:
+        return out
+    lens = None
+    if lengths is not None:
+        lengths = np.asarray(lengths)
+        if lengths.shape != (batch,):
+            raise ValueError(f"encoder_scan: `lengths` must have shape ({batch},); got {lengths.shape}")
+        lens = np.ascontiguousarray(np.clip(lengths, 0, n_steps), np.int32)
+    failed = lib.sb_encoder_scan(_ptr(gx), _ptr(w_hh),
+                                 None if lens is None else lens.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
+                                 n_steps, batch, u, 1.0 - zoneout, zoneout, int(zoneout != 0.0), _threads(threads),
+                                 _ptr(out))
+    if failed:
+        raise MemoryError("encoder_scan: the native scan could not allocate its scratch memory")
+    return out

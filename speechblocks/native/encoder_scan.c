@@ -1,0 +1,179 @@
+/* Both directions of Tacotron-2's encoder LSTM over time, inference: the recurrence of
+ * torch_layers.encoder_rnn.zoneout_lstm_step (and so of TF1's bidirectional_dynamic_rnn over two zoneout LSTM cells)
+ * in float32, in one C call for the whole sequence.  The input projections of every step come in precomputed (one
+ * large GEMM the framework does well); what is left is, per step and direction, a (batch, u) x (u, 4u) product and
+ * the gates' elementwise maths -- ~10 small framework ops a step, 200 steps, which cost more than the products.
+ *
+ * Every (direction, entry) pair is an independent recurrence: the work is split into (direction, block of entries)
+ * tasks, one OpenMP thread each, with no barrier inside the loop.  A step computes only the entries still running
+ * (t < length): the others keep their state and output zeros, as the framework's masked step selects.
+ *
+ * Built with decoder_step.c into one library by speechblocks/native/__init__.py; tests/test_native_encoder_scan.py
+ * holds it to the framework's loop and a float64 twin.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#include "vector_maths.h"
+
+/* The product's register tile: 4 entries x SB_NV vectors of the gates.  With AVX-512 16 accumulators of 16 floats
+ * (of 32 registers), else 8 of 8 or 4 floats. */
+#if defined(__AVX512F__)
+#define SB_VB 64
+#define SB_NV 4
+#elif defined(__AVX__)
+#define SB_VB 32
+#define SB_NV 2
+#else
+#define SB_VB 16
+#define SB_NV 2
+#endif
+typedef float sb_vf __attribute__((vector_size(SB_VB), aligned(4), __may_alias__));
+#define SB_VL (SB_VB / 4)
+#define SB_CB (SB_VL * SB_NV) /* gate columns per tile */
+
+static inline sb_vf vload(const float *p) { return *(const sb_vf *)p; }
+static inline void vstore(float *p, sb_vf v) { *(sb_vf *)p = v; }
+
+/* g_e[j0 : j0 + SB_CB] += h_e . W[:, j0 : j0 + SB_CB] for the 4 entries e; W row-major (n_k, cols) */
+static void tile4(const float *W, int cols, int n_k, const float *const h[4], float *const g[4], int j0) {
+    sb_vf a[4][SB_NV];
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; e++)
+#pragma GCC unroll 4
+        for (int v = 0; v < SB_NV; v++) a[e][v] = vload(g[e] + j0 + v * SB_VL);
+    for (int k = 0; k < n_k; k++) {
+        const float *w = W + (size_t)k * cols + j0;
+        sb_vf wv[SB_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < SB_NV; v++) wv[v] = vload(w + v * SB_VL);
+        const float s0 = h[0][k], s1 = h[1][k], s2 = h[2][k], s3 = h[3][k];
+#pragma GCC unroll 4
+        for (int v = 0; v < SB_NV; v++) {
+            a[0][v] += s0 * wv[v];
+            a[1][v] += s1 * wv[v];
+            a[2][v] += s2 * wv[v];
+            a[3][v] += s3 * wv[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; e++)
+#pragma GCC unroll 4
+        for (int v = 0; v < SB_NV; v++) vstore(g[e] + j0 + v * SB_VL, a[e][v]);
+}
+
+/* the same for one entry */
+static void tile1(const float *W, int cols, int n_k, const float *h, float *g, int j0) {
+    sb_vf a[SB_NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < SB_NV; v++) a[v] = vload(g + j0 + v * SB_VL);
+    for (int k = 0; k < n_k; k++) {
+        const float *w = W + (size_t)k * cols + j0;
+        const float s = h[k];
+#pragma GCC unroll 4
+        for (int v = 0; v < SB_NV; v++) a[v] += s * vload(w + v * SB_VL);
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < SB_NV; v++) vstore(g + j0 + v * SB_VL, a[v]);
+}
+
+/* g_i += h_i . W for the n entries listed: g_i rows of `cols`, h_i rows of n_k; W row-major (n_k, cols) */
+static void recurrent_product(const float *W, int cols, int n_k, const float *const *h, float *const *g, int n) {
+    const int full = cols / SB_CB * SB_CB;
+    for (int j0 = 0; j0 < full; j0 += SB_CB) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) tile4(W, cols, n_k, h + i, g + i, j0);
+        for (; i < n; i++) tile1(W, cols, n_k, h[i], g[i], j0);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = full; j < cols; j++) {
+            float acc = g[i][j];
+            for (int k = 0; k < n_k; k++) acc += h[i][k] * W[(size_t)k * cols + j];
+            g[i][j] = acc;
+        }
+}
+
+/* One direction's recurrence for entries [b0, b1).
+ *   gx:  (time, batch, 4u) input projections of this direction, bias included, gate blocks i, f, o, g
+ *   W:   (u, 4u) recurrent weights of this direction, blocks i, f, o, g
+ *   out: (time, 2, batch, u) at this direction's offset; rows written for every step (zeros past a length)
+ * Returns 0, or -1 when the scratch cannot be allocated. */
+static int scan_direction(const float *gx, const float *W, const int *lengths, int n_steps, int batch, int u,
+                          float keep_new, float keep_old, int zoneout, int b0, int b1, float *out) {
+    const int nb = b1 - b0, u4 = 4 * u;
+    float *buf = malloc(sizeof(float) * ((size_t)nb * (2 * u + u4) + u));
+    const float **hp = malloc(sizeof(float *) * (size_t)nb);
+    float **gp = malloc(sizeof(float *) * (size_t)nb);
+    int *act = malloc(sizeof(int) * (size_t)nb);
+    if (!buf || !hp || !gp || !act) {
+        free(buf), free(hp), free(gp), free(act);
+        return -1;
+    }
+    float *h = buf, *c = h + (size_t)nb * u, *g = c + (size_t)nb * u, *tc = g + (size_t)nb * u4;
+    memset(h, 0, sizeof(float) * (size_t)nb * 2 * u);
+    for (int t = 0; t < n_steps; t++) {
+        int n = 0;
+        for (int b = b0; b < b1; b++) {
+            float *o = out + ((size_t)t * 2 * batch + b) * u;
+            if (lengths && t >= lengths[b]) {
+                memset(o, 0, sizeof(float) * (size_t)u);
+                continue;
+            }
+            float *gi = g + (size_t)n * u4;
+            memcpy(gi, gx + ((size_t)t * batch + b) * u4, sizeof(float) * (size_t)u4);
+            hp[n] = h + (size_t)(b - b0) * u;
+            gp[n] = gi;
+            act[n++] = b;
+        }
+        recurrent_product(W, u4, u, hp, gp, n);
+        for (int i = 0; i < n; i++) {
+            float *gi = gp[i], *hi = h + (size_t)(act[i] - b0) * u, *ci = c + (size_t)(act[i] - b0) * u;
+            float *o = out + ((size_t)t * 2 * batch + act[i]) * u;
+            v_sigmoid(gi, 3 * u);
+            v_tanh(gi + 3 * u, u);
+            const float *ig = gi, *fg = gi + u, *og = gi + 2 * u, *gg = gi + 3 * u;
+            for (int j = 0; j < u; j++) tc[j] = fg[j] * ci[j] + ig[j] * gg[j];
+            if (zoneout)
+                for (int j = 0; j < u; j++) ci[j] = tc[j] * keep_new + ci[j] * keep_old;
+            else
+                memcpy(ci, tc, sizeof(float) * (size_t)u);
+            v_tanh(tc, u);
+            for (int j = 0; j < u; j++) o[j] = og[j] * tc[j];
+            if (zoneout)
+                for (int j = 0; j < u; j++) hi[j] = o[j] * keep_new + hi[j] * keep_old;
+            else
+                memcpy(hi, o, sizeof(float) * (size_t)u);
+        }
+    }
+    free(buf), free(hp), free(gp), free(act);
+    return 0;
+}
+
+/* Both directions of a bidirectional zoneout LSTM over time (inference zoneout: new * keep_new + prev * keep_old).
+ *   gx:      (2, time, batch, 4u) input projections, bias and forget bias included, gate blocks i, f, o, g;
+ *            direction 1 already in its processing order (reversed within the lengths)
+ *   W:       (2, u, 4u) recurrent weights, blocks i, f, o, g
+ *   lengths: (batch,) in [0, time], or NULL (every entry runs every step)
+ *   out:     (time, 2, batch, u) raw outputs, zeros past a length
+ * Returns 0, or -1 when scratch memory ran out. */
+int sb_encoder_scan(const float *gx, const float *W, const int *lengths, int n_steps, int batch, int u,
+                    float keep_new, float keep_old, int zoneout, int threads, float *out) {
+    const int threads_ = threads < 1 ? 1 : threads;
+    int parts = threads_ / 2;
+    if (parts < 1) parts = 1;
+    if (parts > batch) parts = batch;
+    const int tasks = 2 * parts;
+    int failed = 0;
+#pragma omp parallel for schedule(static) num_threads(threads_ < tasks ? threads_ : tasks) reduction(| : failed)
+    for (int task = 0; task < tasks; task++) {
+        const int d = task / parts, p = task % parts;
+        const int b0 = (int)((long)batch * p / parts), b1 = (int)((long)batch * (p + 1) / parts);
+        failed |= scan_direction(gx + (size_t)d * n_steps * batch * 4 * u, W + (size_t)d * u * 4 * u, lengths,
+                                 n_steps, batch, u, keep_new, keep_old, zoneout, b0, b1,
+                                 out + (size_t)d * batch * u) != 0;
+    }
+    return failed ? -1 : 0;
+}

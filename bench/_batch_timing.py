@@ -213,8 +213,8 @@ def _framework(build, cfg, seqs, spk, threads):
     n = len(seqs)
     every = slice(0, n)
     # the check: each sentence of one batch of all equals it alone (dropout off); the timed model's stop steps
-    det = batched(deterministic, every)
-    with _native_step(False):  # the batching's exactness: against the same loop alone
+    with _native_step(False):  # the batching's exactness: batch and alone through the same loops (no native code)
+        det = batched(deterministic, every)
         worst, bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
     # what synthesize runs at batch 1: the native step (another summation order; reported)
     native_worst, native_bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])

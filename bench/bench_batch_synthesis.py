@@ -25,10 +25,12 @@ random (glorot) weights; every step computes what a trained model's step compute
 Checks before timing: every side's timed model must stop each sentence at its designed step (the TF1 graph's batch
 at the longest), else the bench stops there. With ``tacotron_dropout_rate=0`` (a twin from the same checkpoint),
 each sentence of one ``synthesize_batch`` of all 16 is compared with that sentence synthesized alone
-(``synthesize``, batch 1) through the same loop (``SPEECHBLOCKS_NATIVE=0``: the batching's exactness) on every output
+(``synthesize``, batch 1), both through the frameworks' own loops (``SPEECHBLOCKS_NATIVE=0``: no native decoder step or
+encoder scan; the batching's exactness) on every output
 (decoder and mel outputs, stop probabilities, alignments), in Keras and in torch: max |diff| <= 1e-5 is the
 equality target (PASS/FAIL, MET/MISSED); against the sentence alone through the native step (what ``synthesize``
-runs at batch 1: the same maths in another summation order) and Keras against torch are reported.
+runs at batch 1, and torch's native encoder scan: the same maths in another summation order) and Keras against torch
+are reported.
 
 Note: ``synthesize_batch`` drops each entry from the decoder loop at its own stop, so at B = 16 the loop runs the
 longest sentence's steps with fewer and fewer rows (the sum of the steps over the rows, not 16 times the longest);
@@ -92,9 +94,9 @@ def check(info: dict, steps: list[int], checks: dict) -> list[str]:
         worst, bad = info[side]["alone_max_diff"], info[side]["alone_shape_mismatches"]
         ok = not bad and worst <= TOL_ALONE
         verdict = verdict if ok else "MISSED"
-        lines.append(f"check {LABEL[side]}: each sentence of synthesize_batch(16) vs synthesize alone through the same "
-                     f"loop (SPEECHBLOCKS_NATIVE=0; dropout 0): max |diff| {worst:.2e} over decoder/mel outputs, "
-                     f"stop, alignments (<= {TOL_ALONE:g}) -> {'PASS' if ok else 'FAIL'}"
+        lines.append(f"check {LABEL[side]}: each sentence of synthesize_batch(16) vs synthesize alone, both through "
+                     f"the same loops (SPEECHBLOCKS_NATIVE=0; dropout 0): max |diff| {worst:.2e} over decoder/mel "
+                     f"outputs, stop, alignments (<= {TOL_ALONE:g}) -> {'PASS' if ok else 'FAIL'}"
                      + (f"; {bad[:3]}" if bad else ""))
         native_bad = info[side]["native_alone_shape_mismatches"]
         lines.append(f"  alone through the native step (what synthesize runs at batch 1, another summation order): "

@@ -239,6 +239,21 @@ def test_what_the_native_step_does_not_take_runs_the_torchscript_loop(counted):
     assert len(counted) == 1
 
 
+def test_no_native_step_while_a_graph_is_recorded(monkeypatch, counted):
+    """Under ``torch.compile`` (or a trace) a C call's result would enter the graph as a constant: the loop runs."""
+    dec = _decoder(stop_bias=-50.0, max_iters=4)
+    memory = torch.randn(1, 9, 11)
+    for recording in ("torch.compiler.is_compiling", "torch.jit.is_tracing"):
+        with monkeypatch.context() as m:
+            m.setattr(recording, lambda: True)
+            with torch.inference_mode():
+                dec(memory)
+        assert counted == []
+    with torch.inference_mode():
+        dec(memory)
+    assert len(counted) == 1
+
+
 def test_shapes_the_c_step_would_misread_are_refused():
     dec = _decoder()
     memory = dec.attention_memory(torch.randn(1, 9, 11))

@@ -16,7 +16,7 @@ import torch
 import torch_layers
 from speechblocks import native as core
 from tests.helpers.native_accuracy import assert_as_accurate
-from torch_layers.encoder_rnn import bidirectional_scan
+from torch_layers.encoder_rnn import bidirectional_scan, reverse_within_lengths_3d
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native scan cannot be built (the TorchScript loop runs)")
@@ -36,10 +36,15 @@ def counted(monkeypatch):
     return calls
 
 
-def _valid(lengths, n_steps: int, batch: int):
-    if lengths is None:
-        return None
-    return (torch.arange(n_steps).unsqueeze(1) < torch.as_tensor(lengths).unsqueeze(0)).view(n_steps, 1, batch, 1)
+def _loop(gx: torch.Tensor, w: torch.Tensor, lengths, zoneout: float) -> torch.Tensor:
+    """The scan's contract through the TorchScript loop: ``gx (batch, time, 2, 4u)`` -> ``(batch, time, 2u)``, the
+    backward direction reversed within the lengths on the way in and out (what ``EncoderRNN`` does around it)."""
+    batch, n_steps = gx.shape[:2]
+    lens = None if lengths is None else torch.clamp(torch.as_tensor(lengths), 0, n_steps)
+    valid = None if lens is None else (torch.arange(n_steps)[:, None] < lens[None]).view(n_steps, 1, batch, 1)
+    gx_tm = torch.stack([gx[:, :, 0], reverse_within_lengths_3d(gx[:, :, 1], lens)], 0).transpose(1, 2)
+    out = bidirectional_scan(gx_tm.contiguous(), w, valid, None, None, zoneout, zoneout).permute(1, 2, 0, 3)
+    return torch.cat([out[0], reverse_within_lengths_3d(out[1], lens)], 2)
 
 
 @pytest.mark.parametrize("units", [1, 5, 16, 40])  # 4u below, at and past one register tile, with a remainder
@@ -51,17 +56,15 @@ def _valid(lengths, n_steps: int, batch: int):
 def test_the_scan_equals_the_torchscript_loop(units, batch, lengths, zoneout, threads):
     n_steps = 9
     g = torch.Generator().manual_seed(units * 100 + batch)
-    gx = 2 * torch.randn(2, n_steps, batch, 4 * units, generator=g)
+    gx = 2 * torch.randn(batch, n_steps, 2, 4 * units, generator=g)
     w = torch.randn(2, units, 4 * units, generator=g) / units ** 0.5 * 2
-    valid = _valid(None if lengths is None else [min(n, n_steps) for n in lengths], n_steps, batch)
     out = core.encoder_scan(core.library(), gx.numpy(), w.numpy(), None if lengths is None else np.array(lengths),
                             zoneout, threads)
-    scripted = bidirectional_scan(gx, w, valid, None, None, zoneout, zoneout)
-    reference = bidirectional_scan(gx.double(), w.double(), valid, None, None, zoneout, zoneout)
-    assert_as_accurate(torch.from_numpy(out), scripted, reference)
+    assert_as_accurate(torch.from_numpy(out), _loop(gx, w, lengths, zoneout), _loop(gx.double(), w.double(), lengths,
+                                                                                     zoneout))
     if lengths is not None:  # zeros past each length, exactly
         for b, n in enumerate(lengths):
-            assert not out[n:, :, b].any()
+            assert not out[b, n:].any()
 
 
 @pytest.mark.parametrize("lengths", [None, [40, 23, 1, 40, 17]])
@@ -150,16 +153,31 @@ def test_synthesis_runs_the_native_scan_and_keeps_its_numbers(monkeypatch, count
 
 def test_empty_sequences_and_the_scan_refuses_what_it_would_misread():
     lib = core.library()
-    out = core.encoder_scan(lib, np.zeros((2, 0, 3, 8), np.float32), np.zeros((2, 2, 8), np.float32), None, 0.1, 2)
-    assert out.shape == (0, 2, 3, 2)
+    out = core.encoder_scan(lib, np.zeros((3, 0, 2, 8), np.float32), np.zeros((2, 2, 8), np.float32), None, 0.1, 2)
+    assert out.shape == (3, 0, 4)
     enc = torch_layers.EncoderRNN(4, size=2).eval()
     with torch.inference_mode():
         assert enc(torch.zeros(3, 0, 4)).shape == (3, 0, 4)
-    with pytest.raises(ValueError, match=r"`gx` must be \(2, time, batch, 4u\)"):
-        core.encoder_scan(lib, np.zeros((2, 4, 3, 8), np.float32), np.zeros((2, 3, 8), np.float32), None, 0.1, 1)
+    with pytest.raises(ValueError, match=r"`gx` must be \(batch, time, 2, 4u\)"):
+        core.encoder_scan(lib, np.zeros((3, 4, 2, 8), np.float32), np.zeros((2, 3, 8), np.float32), None, 0.1, 1)
     with pytest.raises(ValueError, match="`w_hh` must be float32 and C-contiguous"):
-        core.encoder_scan(lib, np.zeros((2, 4, 3, 8), np.float32), np.zeros((2, 8, 2), np.float32).transpose(0, 2, 1),
+        core.encoder_scan(lib, np.zeros((3, 4, 2, 8), np.float32), np.zeros((2, 8, 2), np.float32).transpose(0, 2, 1),
                           None, 0.1, 1)
     with pytest.raises(ValueError, match=r"`lengths` must have shape \(3,\)"):
-        core.encoder_scan(lib, np.zeros((2, 4, 3, 8), np.float32), np.zeros((2, 2, 8), np.float32), np.array([4, 4]),
+        core.encoder_scan(lib, np.zeros((3, 4, 2, 8), np.float32), np.zeros((2, 2, 8), np.float32), np.array([4, 4]),
                           0.1, 1)
+
+
+def test_a_traced_encoder_keeps_the_loop(counted):
+    """``torch.jit.trace`` records ops: the native call would enter the trace as a constant, so the loop runs and
+    the traced module answers other inputs correctly."""
+    torch.manual_seed(2)
+    enc = torch_layers.EncoderRNN(6, size=8, zoneout=0.1).eval()
+    x, lens = torch.randn(3, 7, 6), torch.tensor([7, 5, 2])
+    with torch.no_grad():
+        traced = torch.jit.trace(enc, (x, lens), check_trace=False)
+        assert counted == []
+        x2 = torch.randn(3, 7, 6)
+        want = enc(x2, lens)
+        assert len(counted) == 1
+        torch.testing.assert_close(traced(x2, lens), want, atol=1e-5, rtol=0)

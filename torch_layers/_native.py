@@ -19,7 +19,8 @@ from torch import Tensor
 from speechblocks import native
 from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
 
-__all__ = ["NativeDecoderLoop", "encoder_scan", "shapes_fit", "enabled", "library", "phase_profile", "PHASES"]
+__all__ = ["NativeDecoderLoop", "encoder_scan", "encoder_scan_applies", "recording_a_graph", "shapes_fit", "enabled",
+           "library", "phase_profile", "PHASES"]
 
 
 def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
@@ -120,30 +121,39 @@ class NativeDecoderLoop:
                 torch.from_numpy(alignments.T.copy()).unsqueeze(0), finished)
 
 
-def encoder_scan(gx: Tensor, w_hh: Tensor, lengths: Optional[Tensor], zoneout: float) -> Optional[Tensor]:
-    """The encoder LSTM's bidirectional recurrence through the native scan, or ``None`` when it does not apply
-    (then the caller runs :func:`~torch_layers.encoder_rnn.bidirectional_scan`, the same maths).
+def recording_a_graph() -> bool:
+    """Whether ``torch.jit.trace`` or ``torch.compile`` is recording the ops: a native call's result would enter the
+    graph as a constant, so the framework's loop runs instead."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
-    It applies to inference: float32 on the CPU, nothing recording a gradient, not while ``torch.compile`` traces,
-    the library built and ``SPEECHBLOCKS_NATIVE`` not 0 (training-mode zoneout masks stay with the caller's loop).
+
+def encoder_scan_applies(*tensors: Tensor) -> bool:
+    """Whether an ``EncoderRNN`` call on these tensors (inputs and weights) may run the native scan: inference --
+    float32 on the CPU, nothing recording a gradient, no graph being recorded (``torch.compile``, ``torch.export``,
+    ``torch.jit.trace``: a C call would enter it as a constant) -- with the library built and ``SPEECHBLOCKS_NATIVE``
+    not 0. (The caller keeps training-mode zoneout and injected masks on its own loop.)"""
+    if not enabled() or recording_a_graph():
+        return False
+    if not all(x.dtype == torch.float32 and x.device.type == "cpu" for x in tensors):
+        return False
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        return False
+    return library() is not None
+
+
+def encoder_scan(gx: Tensor, w_hh: Tensor, lengths: Optional[Tensor], zoneout: float) -> Tensor:
+    """The encoder LSTM's bidirectional recurrence through the native scan (after :func:`encoder_scan_applies`).
 
     Args:
-        gx: ``(2, time, batch, 4u)`` input projections, gate blocks i, f, o, g, direction 1 reversed within lengths.
+        gx: ``(batch, time, 2, 4u)`` input projections of both directions at every position, gate blocks
+            i, f, o, g.
         w_hh: ``(2, u, 4u)`` recurrent weights (any strides), blocks i, f, o, g.
         lengths: ``(batch,)`` integer lengths or ``None``.
         zoneout: the inference zoneout factor of cell and hidden state.
 
     Returns:
-        ``(time, 2, batch, u)`` raw outputs, zeros past a length; or ``None``.
+        ``(batch, time, 2u)``: forward then backward outputs, zeros past each length (the layer's output).
     """
-    if gx.dtype != torch.float32 or w_hh.dtype != torch.float32 or gx.device.type != "cpu" \
-            or w_hh.device.type != "cpu" or not enabled() or torch.compiler.is_compiling():
-        return None
-    if torch.is_grad_enabled() and (gx.requires_grad or w_hh.requires_grad):
-        return None
-    lib = library()
-    if lib is None:
-        return None
     lens = None if lengths is None else lengths.detach().cpu().numpy()
-    out = native.encoder_scan(lib, _array(gx), _array(w_hh), lens, zoneout, torch.get_num_threads())
+    out = native.encoder_scan(library(), _array(gx), _array(w_hh), lens, zoneout, torch.get_num_threads())
     return torch.from_numpy(out)

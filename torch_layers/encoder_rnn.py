@@ -255,6 +255,10 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         batch, n_steps = inputs.shape[0], inputs.shape[1]
         if input_lengths is not None:
             check_lengths(input_lengths, "input_lengths", block, batch)
+        if zoneout_masks is None and not self.training and not masked and not torch.jit.is_scripting():
+            out = self._native_inference(inputs, input_lengths)
+            if out is not None:
+                return out
         n_in, u = self.input_size, self.size
         w_fw, w_bw = self.fw_cell.weight, self.bw_cell.weight
         fb = self.fw_cell.forget_bias
@@ -288,22 +292,34 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
         if torch.jit.is_scripting():
             out = bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, self.zoneout, self.zoneout)
         else:
-            out = self._recurrence(gx, w_hh, valid, input_lengths, keep_c, keep_h, masked)  # (time, 2, batch, u)
+            out = self._recurrence(gx, w_hh, valid, keep_c, keep_h, masked)  # (time, 2, batch, u)
         out = out.permute(1, 2, 0, 3)
         return torch.cat([out[0], reverse_within_lengths_3d(out[1], input_lengths)], 2)
 
     @torch.jit.unused
-    def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], lengths: Optional[Tensor],
-                    keep_c: Optional[Tensor], keep_h: Optional[Tensor], masked: bool) -> Tensor:
-        """Exporting (or ``masked``): the masked ``scan``; otherwise the native scan when it applies, else the
-        TorchScript loop (see the class docstring)."""
+    def _native_inference(self, inputs: Tensor, input_lengths: Optional[Tensor]) -> Optional[Tensor]:
+        """Inference through the native scan (:mod:`torch_layers._native`), or ``None`` when it does not apply: one
+        GEMM for both directions' input projections in the layer's (batch, time) layout, then the C scan, which
+        reads and writes the backward direction reversed within the lengths by index (no reversed copies)."""
+        fw, bw = self.fw_cell, self.bw_cell
+        if not _native.encoder_scan_applies(inputs, fw.weight, bw.weight, fw.bias, bw.bias):
+            return None
+        n_in, u = self.input_size, self.size
+        batch, n_steps = inputs.shape[0], inputs.shape[1]
+        w_in = torch.cat([ifgo_to_ifog(fw.weight[:, :n_in], 0), ifgo_to_ifog(bw.weight[:, :n_in], 0)], 0)  # (8u, in)
+        bias = torch.cat([ifgo_to_ifog(effective_bias(fw.bias, fw.forget_bias), 0),
+                          ifgo_to_ifog(effective_bias(bw.bias, bw.forget_bias), 0)], 0)
+        gx = torch.addmm(bias, inputs.reshape(batch * n_steps, n_in), w_in.t()).view(batch, n_steps, 2, 4 * u)
+        w_hh = torch.stack([ifgo_to_ifog(fw.weight[:, n_in:], 0).t(), ifgo_to_ifog(bw.weight[:, n_in:], 0).t()], 0)
+        return _native.encoder_scan(gx, w_hh, input_lengths, self.zoneout)
+
+    @torch.jit.unused
+    def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],
+                    keep_h: Optional[Tensor], masked: bool) -> Tensor:
+        """Exporting (or ``masked``): the masked ``scan``; otherwise the TorchScript loop (see the class docstring)."""
         z = self.zoneout
         exporting = torch.compiler.is_exporting()
         if not (masked or exporting):
-            if keep_c is None and keep_h is None:
-                out = _native.encoder_scan(gx, w_hh, lengths, z)
-                if out is not None:
-                    return out
             return bidirectional_scan(gx, w_hh, valid, keep_c, keep_h, z, z)
         if exporting:
             # an exported program is for inference: a scan whose inputs require grad fails torch 2.13's ONNX exporter

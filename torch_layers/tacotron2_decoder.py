@@ -674,12 +674,13 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     @torch.jit.unused
     def _native_loop(self, memory: AttentionMemory, cfg: DecoderConfig) -> Optional[_native.NativeDecoderLoop]:
         """The native free-running loop (:mod:`torch_layers._native`) for this call, or ``None`` when it does not
-        apply: batch 1, float32 on the CPU, no gradient recorded, a ReLU pre-net, the sizes its C step holds (the
-        shapes checked here, so a mis-shaped weight goes to the TorchScript loop and its error), the library built."""
+        apply: batch 1, float32 on the CPU, no gradient recorded, no graph recorded (``torch.jit.trace``,
+        ``torch.compile``), a ReLU pre-net, the sizes its C step holds (the shapes checked here, so a mis-shaped
+        weight goes to the TorchScript loop and its error), the library built."""
         values = memory.values
         if values.shape[0] != 1 or values.dtype != torch.float32 or values.device.type != "cpu":
             return None
-        if cfg.prenet_activation != "relu" or not _native.enabled():
+        if cfg.prenet_activation != "relu" or not _native.enabled() or _native.recording_a_graph():
             return None
         w = self.step_weights()
         tensors = (w.prenet_weights + w.prenet_biases + w.lstm_weights + w.lstm_biases

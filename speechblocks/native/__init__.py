@@ -344,26 +344,28 @@ def encoder_scan(lib: ctypes.CDLL, gx: np.ndarray, w_hh: np.ndarray, lengths: Op
 
     Args:
         lib: :func:`library`.
-        gx: ``(2, time, batch, 4u)`` float32 C-contiguous input projections, bias and forget bias included, gate
-            blocks **i, f, o, g**; direction 1 in its processing order (reversed within the lengths).
+        gx: ``(batch, time, 2, 4u)`` float32 C-contiguous input projections of both directions at every position,
+            bias and forget bias included, gate blocks **i, f, o, g** (the inputs times both directions' input
+            weights: one GEMM).
         w_hh: ``(2, u, 4u)`` float32 C-contiguous recurrent weights, blocks i, f, o, g.
         lengths: ``(batch,)`` integer lengths (clipped to ``[0, time]``) or ``None`` (every entry runs every step).
         zoneout: the inference zoneout factor of cell and hidden state (``new * (1 - z) + prev * z``).
         threads: OpenMP threads (one direction each; more split the batch).
 
     Returns:
-        ``(time, 2, batch, u)`` float32 raw outputs, zeros past a length.
+        ``(batch, time, 2u)`` float32: forward outputs then backward outputs (the backward direction runs each
+        sequence reversed within its length; each output at the position it consumed), zeros past a length.
     """
-    if gx.ndim != 4 or gx.shape[0] != 2 or w_hh.ndim != 3 or w_hh.shape[0] != 2 or gx.shape[3] != w_hh.shape[2] \
+    if gx.ndim != 4 or gx.shape[2] != 2 or w_hh.ndim != 3 or w_hh.shape[0] != 2 or gx.shape[3] != w_hh.shape[2] \
             or w_hh.shape[2] != 4 * w_hh.shape[1]:
-        raise ValueError(f"encoder_scan: `gx` must be (2, time, batch, 4u) and `w_hh` (2, u, 4u); got {gx.shape} and "
+        raise ValueError(f"encoder_scan: `gx` must be (batch, time, 2, 4u) and `w_hh` (2, u, 4u); got {gx.shape} and "
                          f"{w_hh.shape}")
     for name, a in (("gx", gx), ("w_hh", w_hh)):
         if a.dtype != np.float32 or not a.flags.c_contiguous:
             raise ValueError(f"encoder_scan: `{name}` must be float32 and C-contiguous")
-    _, n_steps, batch, _ = gx.shape
+    batch, n_steps = gx.shape[:2]
     u = w_hh.shape[1]
-    out = np.empty((n_steps, 2, batch, u), np.float32)
+    out = np.empty((batch, n_steps, 2 * u), np.float32)
     if out.size == 0:
         return out
     lens = None

@@ -85,8 +85,8 @@ def test_encoder_rnn_inference_runs_the_native_scan(monkeypatch, counted, length
 
 
 def test_what_keeps_the_torchscript_loop(monkeypatch, counted):
-    """Training, a recorded gradient, float64, TorchScript, the export path and SPEECHBLOCKS_NATIVE=0 run the
-    framework's loop; inference under no_grad does not need inference_mode."""
+    """Training, a recorded gradient, float64, CPU autocast, TorchScript, the export path and SPEECHBLOCKS_NATIVE=0 run
+    the framework's loop; inference under no_grad does not need inference_mode."""
     torch.manual_seed(0)
     enc = torch_layers.EncoderRNN(6, size=8, zoneout=0.1).eval()
     x, lens = torch.randn(2, 7, 6), torch.tensor([7, 3])
@@ -104,6 +104,8 @@ def test_what_keeps_the_torchscript_loop(monkeypatch, counted):
     with torch.no_grad():
         enc.double()(x.double(), lens)
         enc.float()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            enc(x, lens)
         torch.jit.script(enc)(x, lens)
         enc.masked_forward(x, lens)
         monkeypatch.setenv("SPEECHBLOCKS_NATIVE", "0")

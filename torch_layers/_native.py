@@ -129,10 +129,10 @@ def recording_a_graph() -> bool:
 
 def encoder_scan_applies(*tensors: Tensor) -> bool:
     """Whether an ``EncoderRNN`` call on these tensors (inputs and weights) may run the native scan: inference --
-    float32 on the CPU, nothing recording a gradient, no graph being recorded (``torch.compile``, ``torch.export``,
-    ``torch.jit.trace``: a C call would enter it as a constant) -- with the library built and ``SPEECHBLOCKS_NATIVE``
-    not 0. (The caller keeps training-mode zoneout and injected masks on its own loop.)"""
-    if not enabled() or recording_a_graph():
+    float32 on the CPU without autocast, nothing recording a gradient, no graph being recorded (``torch.compile``,
+    ``torch.export``, ``torch.jit.trace``: a C call would enter it as a constant) -- with the library built and
+    ``SPEECHBLOCKS_NATIVE`` not 0. (The caller keeps training-mode zoneout and injected masks on its own loop.)"""
+    if not enabled() or recording_a_graph() or torch.is_autocast_enabled("cpu"):
         return False
     if not all(x.dtype == torch.float32 and x.device.type == "cpu" for x in tensors):
         return False

@@ -71,3 +71,12 @@ def test_peak_memory_is_linear_in_length(runs, framework, case):
     assert short >= MIN_PEAK, f"peak at T={lengths[0]} is {short / 2**20:.2f} MB: too small to measure a ratio"
     assert long / short <= 2.5, (f"{framework} {case}: peak {short / 2**20:.1f} MB at T={lengths[0]}, "
                                  f"{long / 2**20:.1f} MB at T={lengths[1]} (ratio {long / short:.2f})")
+
+
+def test_the_native_encoder_scan_needs_no_more_memory_than_the_loop(runs):
+    """torch eager inference runs the native encoder scan: at both lengths its peak stays at or below the TorchScript
+    loop's (measured above), with the same outputs."""
+    out = runs["torch"]
+    for t in worker.RNN_LENGTHS:
+        assert float(out[f"peak/EncoderRNN-native/{t}"]) <= float(out[f"peak/EncoderRNN/{t}"]) + (256 << 10)
+        np.testing.assert_allclose(out[f"EncoderRNN-native/{t}"], out[f"EncoderRNN/{t}"], atol=1e-5, rtol=0)

@@ -136,8 +136,14 @@ def _torch(out):
         enc(small, torch.tensor([64])), cbhg(small)
         for t in RNN_LENGTHS:
             x, n = torch.from_numpy(rnn_inputs(t)), torch.tensor([t])
+            # the TorchScript loop's memory (linear in T, measurable), then the native scan's (what eager
+            # inference runs: no stacked or reversed copies, below the loop's)
+            os.environ["SPEECHBLOCKS_NATIVE"] = "0"
             y, out[f"peak/EncoderRNN/{t}"] = peak_increase(lambda: enc(x, n).numpy())  # noqa: B023
+            del os.environ["SPEECHBLOCKS_NATIVE"]
             out[f"EncoderRNN/{t}"] = y
+            y, out[f"peak/EncoderRNN-native/{t}"] = peak_increase(lambda: enc(x, n).numpy())  # noqa: B023
+            out[f"EncoderRNN-native/{t}"] = y
             y, out[f"peak/CBHG/{t}"] = peak_increase(lambda: cbhg(x).numpy())  # noqa: B023
             out[f"CBHG/{t}"] = y
 

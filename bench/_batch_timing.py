@@ -27,14 +27,13 @@ printing the seconds.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 
 import numpy as np
 
-from bench._timing import serve
+from bench._timing import native_code, serve
 
 SCOPE = "Tacotron_model/inference"
 STOP = "decoder/stop_token_projection/projection_stop_token_projection/"
@@ -194,26 +193,12 @@ def _torch(cfg, seqs, spk, threads):
     return model, deterministic, batched, alone, lambda out: {k: v[0].numpy() for k, v in out.items()}
 
 
-@contextlib.contextmanager
-def _native_step(on: bool):
-    """``SPEECHBLOCKS_NATIVE`` set for the block (the batch-1 native decoder step on or off)."""
-    old = os.environ.get("SPEECHBLOCKS_NATIVE")
-    os.environ["SPEECHBLOCKS_NATIVE"] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SPEECHBLOCKS_NATIVE"]
-        else:
-            os.environ["SPEECHBLOCKS_NATIVE"] = old
-
-
 def _framework(build, cfg, seqs, spk, threads):
     model, deterministic, batched, alone, first = build(cfg, seqs, spk, threads)
     n = len(seqs)
     every = slice(0, n)
     # the check: each sentence of one batch of all equals it alone (dropout off); the timed model's stop steps
-    with _native_step(False):  # the batching's exactness: batch and alone through the same loops (no native code)
+    with native_code(False):  # the batching's exactness: batch and alone through the same loops (no native code)
         det = batched(deterministic, every)
         worst, bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
     # what synthesize runs at batch 1: the native step (another summation order; reported)

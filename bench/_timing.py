@@ -1,6 +1,8 @@
 """Timing helpers for benchmarks: median of repeats after warm-up, interleaved to share machine noise."""
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +31,22 @@ def compare_times(fns: dict[str, Callable[[], object]], repeats: int = 7, warmup
             fn()
             samples[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+
+@contextlib.contextmanager
+def native_code(on: bool):
+    """``SPEECHBLOCKS_NATIVE`` set for the block: the native decoder step and encoder scan on or off (the frameworks'
+    own loops)."""
+    old = os.environ.get("SPEECHBLOCKS_NATIVE")
+    os.environ["SPEECHBLOCKS_NATIVE"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SPEECHBLOCKS_NATIVE"]
+        else:
+            os.environ["SPEECHBLOCKS_NATIVE"] = old
 
 
 # -- timing servers: one side of a cross-framework bench in its own clean process ------------------------------------

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from bench._timing import compare_times
+from bench._timing import compare_times, native_code
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER = dict(batch=16, time=200, input=512, size=256)
@@ -124,11 +124,8 @@ def bench_torch():
     scripted = torch.jit.script(enc)
     ref = torch.nn.LSTM(s["input"], s["size"], batch_first=True, bidirectional=True).eval()
     def loop_only():  # the eager call through the TorchScript loop (SPEECHBLOCKS_NATIVE=0), for comparison
-        os.environ["SPEECHBLOCKS_NATIVE"] = "0"
-        try:
+        with native_code(False):
             return enc(x, lens)
-        finally:
-            del os.environ["SPEECHBLOCKS_NATIVE"]
 
     with torch.inference_mode():
         t = compare_times({"eager": lambda: enc(x, lens), "loop": loop_only, "script": lambda: scripted(x, lens),

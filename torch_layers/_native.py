@@ -4,8 +4,8 @@
   <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a :class:`NativeDecoderLoop` when the call qualifies;
   the C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
   :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives).
-- The encoder LSTM's recurrence: :meth:`EncoderRNN._recurrence <torch_layers.encoder_rnn.EncoderRNN>` calls
-  :func:`encoder_scan` instead of its TorchScript loop when it qualifies.
+- The encoder LSTM at inference: :meth:`EncoderRNN._native_inference <torch_layers.encoder_rnn.EncoderRNN>` runs
+  its recurrence through :func:`encoder_scan` instead of the TorchScript loop when :func:`encoder_scan_applies`.
 """
 from __future__ import annotations
 

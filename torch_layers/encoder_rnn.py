@@ -260,17 +260,14 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
             if out is not None:
                 return out
         n_in, u = self.input_size, self.size
-        w_fw, w_bw = self.fw_cell.weight, self.bw_cell.weight
-        fb = self.fw_cell.forget_bias
-        w_ih = torch.stack([ifgo_to_ifog(w_fw[:, :n_in], 0).t(), ifgo_to_ifog(w_bw[:, :n_in], 0).t()], 0)  # (2, in, 4u)
-        bias = torch.stack([ifgo_to_ifog(effective_bias(self.fw_cell.bias, fb), 0),
-                            ifgo_to_ifog(effective_bias(self.bw_cell.bias, fb), 0)], 0).unsqueeze(1)
+        w_in, bias, w_rec = self._direction_weights()
         # both directions, time-major: (2, time * batch, in); the backward one reversed within lengths
         xs = torch.stack([inputs, reverse_within_lengths_3d(inputs, input_lengths)], 0).transpose(1, 2)
-        gx = torch.baddbmm(bias, xs.reshape(2, n_steps * batch, n_in), w_ih).view(2, n_steps, batch, 4 * u)
+        gx = torch.baddbmm(bias.unsqueeze(1), xs.reshape(2, n_steps * batch, n_in), w_in.transpose(1, 2))
+        gx = gx.view(2, n_steps, batch, 4 * u)
         gx = gx.to(inputs.dtype)  # under CPU autocast the state stays in the inputs' dtype (lerp needs one dtype)
         # (2, u, 4u) as a transposed view of contiguous (2, 4u, u): the "NT" GEMM is the faster one on CPU
-        w_hh = torch.stack([ifgo_to_ifog(w_fw[:, n_in:], 0), ifgo_to_ifog(w_bw[:, n_in:], 0)], 0).transpose(1, 2)
+        w_hh = w_rec.transpose(1, 2)
         valid: Optional[Tensor] = None
         if input_lengths is not None:
             ar = torch.arange(n_steps, device=inputs.device).unsqueeze(1)
@@ -306,12 +303,21 @@ class EncoderRNN(TF1WeightsMixin, nn.Module):
             return None
         n_in, u = self.input_size, self.size
         batch, n_steps = inputs.shape[0], inputs.shape[1]
-        w_in = torch.cat([ifgo_to_ifog(fw.weight[:, :n_in], 0), ifgo_to_ifog(bw.weight[:, :n_in], 0)], 0)  # (8u, in)
-        bias = torch.cat([ifgo_to_ifog(effective_bias(fw.bias, fw.forget_bias), 0),
-                          ifgo_to_ifog(effective_bias(bw.bias, bw.forget_bias), 0)], 0)
-        gx = torch.addmm(bias, inputs.reshape(batch * n_steps, n_in), w_in.t()).view(batch, n_steps, 2, 4 * u)
-        w_hh = torch.stack([ifgo_to_ifog(fw.weight[:, n_in:], 0).t(), ifgo_to_ifog(bw.weight[:, n_in:], 0).t()], 0)
-        return _native.encoder_scan(gx, w_hh, input_lengths, self.zoneout)
+        w_in, bias, w_rec = self._direction_weights()
+        gx = torch.addmm(bias.reshape(8 * u), inputs.reshape(batch * n_steps, n_in), w_in.reshape(8 * u, n_in).t())
+        return _native.encoder_scan(gx.view(batch, n_steps, 2, 4 * u), w_rec.transpose(1, 2), input_lengths,
+                                    self.zoneout)
+
+    def _direction_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Both directions' weights with the gate blocks reordered i, f, o, g (one sigmoid then covers i, f, o):
+        input rows ``(2, 4u, in)``, effective biases ``(2, 4u)`` (the forward cell's forget bias folded in, as in
+        TF1's encoder) and recurrent rows ``(2, 4u, u)``, each contiguous (the loops multiply transposed views)."""
+        n_in = self.input_size
+        fb = self.fw_cell.forget_bias
+        w = ifgo_to_ifog(torch.stack([self.fw_cell.weight, self.bw_cell.weight], 0), 1)
+        bias = ifgo_to_ifog(torch.stack([effective_bias(self.fw_cell.bias, fb), effective_bias(self.bw_cell.bias, fb)],
+                                        0), 1)
+        return w[:, :, :n_in].contiguous(), bias, w[:, :, n_in:].contiguous()
 
     @torch.jit.unused
     def _recurrence(self, gx: Tensor, w_hh: Tensor, valid: Optional[Tensor], keep_c: Optional[Tensor],

@@ -771,7 +771,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
 
         Without gradient (inference, GTA): the LSTM weights laid out for ``batch`` rows (one row: split by rows for
         the threads; more: oneDNN's matrix-matrix layout; :func:`~torch_layers._packed_linear.pack`), cached until a
-        weight changes.
+        weight changes; under ``torch.compile`` unpacked (the cache is Python state dynamo would guard on).
         Teacher-forced with gradient: the LSTM weights detached in the loop, their gradients from one product over
         all steps (:class:`~torch_layers._packed_linear.WeightGradTap`), the steps' products packed when possible
         (packed again at every call: the weights change between training steps).
@@ -781,7 +781,10 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         recording = torch.is_grad_enabled() and any(x.requires_grad for x in lstm_weights + lstm_biases)
         packable = all(can_pack(x) for x in lstm_weights)
         if not recording:
-            return w._replace(lstm_packed=self._inference_packs(batch) if packable else None), None, None
+            # under torch.compile the weights stay as they are: the cache of packed weights is Python state keyed
+            # on data pointers, which dynamo guards on (a graph break, and a recompilation when the cache changes)
+            packed = packable and not _native.recording_a_graph()
+            return w._replace(lstm_packed=self._inference_packs(batch) if packed else None), None, None
         if not teacher_forced:
             return w, None, None
         holder = StepInputs(len(lstm_weights))

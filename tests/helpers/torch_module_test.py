@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -212,6 +213,18 @@ def _export_check(m, make_inputs, sizes, atol, export, onnx) -> None:
             _assert_leaves_close(got, m(*x), atol, f"ONNX Runtime differs at {(b, t)} (exported at {(b0, t0)})")
 
 
+def _guard_failures(since: Optional[dict] = None) -> dict:
+    """The guard failures dynamo recorded (``{code: [reasons]}``), or those after the snapshot ``since``: why a
+    length compiled again."""
+    from torch._dynamo.utils import guard_failures
+
+    now = {code: list(failures) for code, failures in list(guard_failures.items())}
+    if since is None:
+        return now
+    return {code.co_name: failures[len(since.get(code, [])):] for code, failures in now.items()
+            if len(failures) > len(since.get(code, []))}
+
+
 def _compile_check(m, make_inputs, sizes, atol, compile) -> None:
     """``torch.compile`` at the example's batch over three lengths, counting the compilations. (Other batch sizes
     would only add compilations: the export checks cover them.)"""
@@ -222,19 +235,22 @@ def _compile_check(m, make_inputs, sizes, atol, compile) -> None:
         counter = CompileCounterWithBackend(COMPILE_BACKEND)
         compiled = torch.compile(m, backend=counter)
         (b0, t0) = sizes[0]
-        counts = []
+        counts, reasons = [], []
         for t in [t0 + s for s in COMPILE_LENGTH_STEPS]:
             x = make_inputs(b0, t, torch.float32)
+            before = _guard_failures()
             with torch.no_grad():
                 _assert_close(compiled(*x), m(*x), atol, f"torch.compile differs at {(b0, t)}")
             counts.append(counter.frame_count)
+            reasons = _guard_failures(before)
         # the first length compiles, the second one again with the length dynamic; the third must reuse that graph
         again = counts[2] > counts[1]
         if isinstance(compile, RecompilesPerLength):
             assert again, f"pinned RecompilesPerLength but the third length reused the graph (counts {counts})"
         else:
             assert not again, (f"torch.compile compiles again at every new length (compilations after 3 lengths: "
-                               f"{counts}); pin RecompilesPerLength(reason) and document it")
+                               f"{counts}); pin RecompilesPerLength(reason) and document it. The third length's "
+                               f"guard failures: {reasons}")
     finally:
         torch._dynamo.reset()
 

@@ -16,46 +16,23 @@ import tensorflow as tf
 import tf_layers
 from speechblocks import native as core
 from speechblocks import resolve_hparams
+from tests.helpers.native_keras import count_native_calls, sensitive_decoders
 from tf_layers import _native
-from tf_layers.tacotron2_decoder import Tacotron2Decoder
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native step cannot be built (the graph loop runs)")
 
-SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_units=20, attention_dim=8,
-             attention_filters=3, attention_kernel=5, max_iters=40)
 
 
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the calls that ran in the native step."""
-    calls = []
-    run = _native.free_running
-
-    def spy(*args, **kwargs):
-        out = run(*args, **kwargs)
-        if out is not None:
-            calls.append(1)
-        return out
-
-    monkeypatch.setattr(_native, "free_running", spy)
-    return calls
+    return count_native_calls(monkeypatch)
 
 
 def _decoders(stop_bias: float = -3.0, seed: int = 0, **overrides):
     """A float32 decoder with weights scaled up (an attention that moves, stops that vary) and its float64 twin."""
-    cfg = dict(SMALL, **overrides)
-    tf.keras.utils.set_random_seed(seed)
-    dec, d64 = Tacotron2Decoder(**cfg), Tacotron2Decoder(**cfg, dtype="float64")
-    memory = tf.random.stateless_normal((1, 9, 11), seed=[1, 2])
-    dec(memory)
-    d64(tf.cast(memory, tf.float64))
-    for v in dec.weights:
-        if "seed" not in v.path:
-            v.assign(v * 2.5)
-    dec.stop_projection.dense.bias.assign(np.full(dec.stop_projection.dense.bias.shape, stop_bias, np.float32))
-    d64.set_weights(dec.get_weights())
-    return dec, d64, memory
+    return sensitive_decoders(stop_bias, seed, 1, [1, 2], **overrides)
 
 
 def _run(monkeypatch, decoder, state, env, *args, **kwargs):
@@ -118,7 +95,6 @@ def test_the_stop_step_and_injected_masks(monkeypatch, counted):
 def test_what_the_native_step_does_not_take_runs_the_graph_loop(counted):
     dec, _, memory = _decoders(stop_bias=-50.0, max_iters=4)
     counted.clear()
-    dec(tf.concat([memory, memory], 0))  # batch 2
     dec(memory, mel_targets=tf.zeros((1, 4, 6)))  # teacher-forced
     masks = [(np.ones((1, 4, 20), np.float32), np.ones((1, 4, 20), np.float32))] * 2
     dec(memory, noise_masks={"decoder_LSTM": masks})  # injected zoneout masks
@@ -161,12 +137,13 @@ def test_synthesize_at_batch_one_rtvc_sizes(monkeypatch, counted):
 def test_the_dropout_draws_are_the_graph_loops():
     seed = tf.constant([5, 9], tf.int32)
     sizes = (12, 10)
-    chunk = _native._uniform_chunk(seed, tf.constant(3, tf.int32), sizes, 2).numpy()
-    for c in range(2):
-        step_seed = seed + tf.stack([0, (3 + c) * 2 + 1])
-        expect = np.concatenate([tf.random.stateless_uniform((1, n), seed=step_seed + [0, i]).numpy()[0]
-                                 for i, n in enumerate(sizes)])
-        np.testing.assert_array_equal(chunk[c], expect)
+    for rows in (1, 3):
+        chunk = _native._uniform_chunk(seed, tf.constant(3, tf.int32), tf.constant(rows), sizes, 2).numpy()
+        for c in range(2):
+            step_seed = seed + tf.stack([0, (3 + c) * 2 + 1])
+            expect = np.concatenate([tf.random.stateless_uniform((rows, n), seed=step_seed + [0, i]).numpy()
+                                     for i, n in enumerate(sizes)], 1)
+            np.testing.assert_array_equal(chunk[c], expect)
     assert core.library() is not None
 
 
@@ -191,5 +168,5 @@ def test_synthesize_batch_of_one_sentence(monkeypatch, counted):
     for key in ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments"):
         assert native[key].shape == graph[key].shape, key
         np.testing.assert_allclose(native[key], graph[key], atol=2e-5 * max(1.0, float(np.abs(graph[key]).max())))
-    model.synthesize_batch([sentence, sentence[:9]], speaker)  # two sentences: the batched graph loop
-    assert len(counted) == 1
+    model.synthesize_batch([sentence, sentence[:9]], speaker)  # two sentences: the batched native step
+    assert len(counted) == 2

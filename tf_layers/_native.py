@@ -1,9 +1,12 @@
-"""The Keras adapter of the native decoder step (:mod:`speechblocks.native`): batch-1 free-running inference.
+"""The Keras adapter of the native decoder steps (:mod:`speechblocks.native`): free-running inference.
 
-:func:`free_running` runs an eager ``Tacotron2Decoder`` call's free-running loop in the C step when the call
-qualifies (batch 1, float32 on the CPU, no injected zoneout masks, a ReLU pre-net, the library built); the C step
-reads the Keras kernels in their own ``(in, out)`` layout and TF1's gate order. The pre-net's dropout draws the
-numbers the graph loop draws: ``tf.random.stateless_uniform`` with the seed of step ``t``, layer ``i``
+:func:`free_running` runs an eager ``Tacotron2Decoder`` call's free-running loop in C when the call qualifies
+(float32 on the CPU, no injected zoneout masks, a ReLU pre-net, the library built): batch 1 in the batch-1 step
+(``decoder_step.c``), larger batches in the batched step (``decoder_batch.c``: the kernels packed once per call into
+column panels; the entries still running computed, each entry leaving at its own stop with ``stop_each``, as
+``Tacotron2.synthesize_batch`` asks, else the original's batch rule). The C steps read the Keras kernels in their own
+``(in, out)`` layout and TF1's gate order. The pre-net's dropout draws the numbers the graph loop draws:
+``tf.random.stateless_uniform`` of shape ``(entries running, size)`` with the seed of step ``t``, layer ``i``
 ``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call), made in chunks of steps.
 """
 from __future__ import annotations
@@ -31,70 +34,64 @@ def _threads() -> int:
 
 
 @tf.function(reduce_retracing=True)
-def _uniform_chunk(seed, t0, sizes: tuple, steps: int):
-    """``(steps, sum(sizes))`` the pre-net's uniform draws of steps ``t0 .. t0 + steps - 1``, as the graph loop's
-    ``Prenet.call(seed=...)`` draws them for a batch of one."""
+def _uniform_chunk(seed, t0, rows, sizes: tuple, steps: int):
+    """``(steps, rows, sum(sizes))`` the pre-net's uniform draws of steps ``t0 .. t0 + steps - 1`` for ``rows``
+    entries, as the graph loop's ``Prenet.call(seed=...)`` draws them for a batch of ``rows``."""
     n_pre = len(sizes)
-    rows = []
+    out = []
     for c in range(steps):
         step_seed = seed + tf.stack([0, (t0 + c) * n_pre + 1])
-        rows.append(tf.concat([tf.random.stateless_uniform(tf.stack([1, size]),
-                                                           seed=step_seed + tf.constant([0, i], seed.dtype))
-                               for i, size in enumerate(sizes)], 1))
-    return tf.concat(rows, 0)
+        out.append(tf.concat([tf.random.stateless_uniform(tf.stack([rows, size]),
+                                                          seed=step_seed + tf.constant([0, i], seed.dtype))
+                              for i, size in enumerate(sizes)], 1))
+    return tf.stack(out, 0)
 
 
 class _Draws:
-    """The per-step draws of one call, made :data:`CHUNK` steps at a time."""
+    """The per-step draws of one call, made :data:`CHUNK` steps at a time (again from the step at which the number of
+    entries still running changes)."""
 
     def __init__(self, seed, sizes: tuple):
         self.seed, self.sizes = seed, sizes
-        self.start, self.block = 0, None
+        self.start, self.rows, self.block = 0, 0, None
 
-    def __call__(self, step: int) -> np.ndarray:
-        if self.block is None or not self.start <= step < self.start + CHUNK:
-            self.start = step - step % CHUNK
-            self.block = _uniform_chunk(self.seed, tf.constant(self.start, tf.int32), self.sizes, CHUNK).numpy()
-        return self.block[step - self.start]
+    def __call__(self, step: int, rows: Optional[int] = None) -> np.ndarray:
+        """``(sum(sizes),)`` the draws of ``step`` at batch 1 (``rows`` None), else ``(rows, sum(sizes))``."""
+        n = 1 if rows is None else rows
+        if self.block is None or n != self.rows or not self.start <= step < self.start + CHUNK:
+            self.start = step - step % CHUNK if n == self.rows or self.block is None else step
+            self.rows = n
+            self.block = _uniform_chunk(self.seed, tf.constant(self.start, tf.int32), tf.constant(n, tf.int32),
+                                        self.sizes, CHUNK).numpy()
+        block = self.block[step - self.start]
+        return block[0] if rows is None else block
 
 
 def qualifies(decoder, memory) -> bool:
     """Whether an eager free-running call of ``decoder`` (no injected zoneout masks: the caller's check) can run in
-    the native step."""
+    the native step: batch 1 in the batch-1 step, larger batches in the batched step."""
     if not native.enabled() or decoder.__dict__.get("_loop_opts"):
         return False
-    if memory.shape[0] != 1 or memory.dtype != tf.float32 or decoder.compute_dtype != "float32":
+    if memory.shape[0] is None or memory.shape[0] < 1 or memory.dtype != tf.float32:
         return False
-    if "CPU" not in (memory.device or "CPU"):
+    if decoder.compute_dtype != "float32" or "CPU" not in (memory.device or "CPU"):
         return False
     if getattr(decoder.prenet.activation, "__name__", "") != "relu":
         return False
     att = decoder.attention
     return (decoder.decoder_lstm.layers <= native.MAX_LAYERS and len(decoder.prenet.layers_sizes) <= native.MAX_LAYERS
-            and att.units <= native.MAX_ATTENTION_UNITS and memory.shape[1] >= 1 and native.library() is not None)
+            and att.units <= native.MAX_ATTENTION_UNITS and memory.shape[0] <= native.batch_loop.MAX_BATCH
+            and memory.shape[1] >= 1 and native.library() is not None)
 
 
-def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks) -> Optional[tuple]:
-    """The free-running loop of an eager ``Tacotron2Decoder`` call in the native step, or ``None`` when the call
-    does not qualify (:func:`qualifies`; pre-net masks shorter than the steps run go to the graph loop too).
-
-    Args:
-        decoder: a built ``tf_layers.Tacotron2Decoder``.
-        memory: ``(1, T_in, memory_size)`` float32; memory_lengths: ``(1,)`` int32 or None.
-        max_iters: the step cap.
-        prenet_masks: per pre-net layer ``(1, steps, size)`` keep-masks, or None.
-
-    Returns:
-        ``(frames (1, steps, r * num_mels), stop probabilities (1, steps, r), alignments (1, T_in, steps))``.
-    """
-    if not qualifies(decoder, memory):
-        return None
-    if prenet_masks is not None and any(m.shape[1] is None or m.shape[1] < max_iters for m in prenet_masks):
-        return None
+def _loop_arrays(decoder, memory, memory_lengths) -> dict:
+    """The keyword arguments both native loops share: the decoder's kernels in their Keras ``(in, out)`` layout, the
+    attention memory of the call ``(batch, T_in, ...)`` (keys with every constant bias folded in, the location
+    convolution and its dense as one kernel), the constants."""
     att, pre = decoder.attention, decoder.prenet
     lengths = memory_lengths if att.mask_encoder else None
     values, keys = att.process_memory(memory, lengths)
-    max_time = int(values.shape[1])
+    batch, max_time = int(values.shape[0]), int(values.shape[1])
     step = decoder.step_weights(tf.float32)  # the LSTM stack's kernels and biases, the attention's, the projections
     a = step.attention
     dense = _array(a["location"])  # (F, U)
@@ -102,25 +99,59 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks) 
     key_bias = _array(a["b"]) + _array(a["conv_bias"]) @ dense  # every constant bias, added to the keys
     score_bias = None
     if lengths is not None:
-        n = int(np.asarray(lengths)[0])
-        score_bias = np.where(np.arange(max_time) < n, 0.0, -np.inf).astype(np.float32)
-    sizes = tuple(int(s) for s in pre.layers_sizes)
+        n = np.asarray(lengths).reshape(batch, 1)
+        score_bias = np.where(np.arange(max_time)[None] < n, 0.0, -np.inf).astype(np.float32)
     kernel = int(att.kernel_size)
-    loop = native.DecoderLoop(
-        native.library(), lstm_weights=[_array(k) for k in step.lstm.kernels],
-        lstm_biases=[_array(b) for b in step.lstm.biases], lstm_cols=True, gates=native.TF1_GATES,
-        prenet_weights=[_array(d.kernel) for d in pre.dense_layers],
-        prenet_biases=[_array(d.bias) for d in pre.dense_layers], dense_cols=True,
-        query_weight=_array(a["query"]), location_weight=location, v_a=_array(a["v"]),
-        keys=_array(_array(keys[0]) + key_bias), values=_array(values[0]), score_bias=score_bias,
-        projection_weight=_array(step.projection_kernel), projection_bias=_array(step.projection_bias),
-        num_mels=decoder.num_mels, frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,
+    return dict(
+        lstm_weights=[_array(k) for k in step.lstm.kernels], lstm_biases=[_array(b) for b in step.lstm.biases],
+        gates=native.TF1_GATES, prenet_weights=[_array(d.kernel) for d in pre.dense_layers],
+        prenet_biases=[_array(d.bias) for d in pre.dense_layers], query_weight=_array(a["query"]),
+        location_weight=location, v_a=_array(a["v"]), keys=_array(_array(keys) + key_bias), values=_array(values),
+        score_bias=score_bias, projection_weight=_array(step.projection_kernel),
+        projection_bias=_array(step.projection_bias), num_mels=decoder.num_mels,
+        frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,
         prenet_rate=float(pre.drop_rate), pad_before=(kernel - 1) // 2, smoothing=att.smoothing,
         cumulate=att.cumulate_weights, stop_at_any=decoder.stop_at_any, threads=_threads())
-    keep = draws = None
+
+
+def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, stop_each: bool = False,
+                 progress=None) -> Optional[tuple]:
+    """The free-running loop of an eager ``Tacotron2Decoder`` call in the native step, or ``None`` when the call
+    does not qualify (:func:`qualifies`; pre-net masks shorter than the steps run go to the graph loop too).
+
+    Args:
+        decoder: a built ``tf_layers.Tacotron2Decoder``.
+        memory: ``(batch, T_in, memory_size)`` float32; memory_lengths: ``(batch,)`` int32 or None.
+        max_iters: the step cap.
+        prenet_masks: per pre-net layer ``(batch, steps, size)`` keep-masks, or None.
+        stop_each: each entry leaves the loop at its own stop (``synthesize_batch``'s rule) instead of the
+            original's batch rule (the same for one entry).
+        progress: ``progress(step, largest stop probability)`` after every step, or None.
+
+    Returns:
+        ``(frames (batch, steps, r * num_mels), stop probabilities (batch, steps, r), alignments
+        (batch, T_in, steps))``; with ``stop_each`` zeros at the steps after an entry stopped, as the graph loop.
+    """
+    if not qualifies(decoder, memory):
+        return None
+    if prenet_masks is not None and any(m.shape[1] is None or m.shape[1] < max_iters for m in prenet_masks):
+        return None
+    pre = decoder.prenet
+    sizes = tuple(int(s) for s in pre.layers_sizes)
+    arrays = _loop_arrays(decoder, memory, memory_lengths)
+    keep = None
     if prenet_masks is not None:
-        keep = np.concatenate([_array(m[0, :max_iters]) for m in prenet_masks], 1)
-    elif pre.drop_rate > 0:
-        draws = _Draws(tf.cast(pre.seed_generator.next(), tf.int32), sizes)
-    frames, stop, alignments, _ = loop.run(max_iters, draws, keep)
-    return (tf.constant(frames[None]), tf.constant(stop[None]), tf.constant(np.ascontiguousarray(alignments.T)[None]))
+        keep = np.concatenate([_array(m[:, :max_iters]) for m in prenet_masks], 2)
+    seed = tf.cast(pre.seed_generator.next(), tf.int32) if keep is None and pre.drop_rate > 0 else None
+    if memory.shape[0] == 1:
+        for key in ("keys", "values", "score_bias"):
+            arrays[key] = None if arrays[key] is None else arrays[key][0]
+        loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=True, **arrays)
+        draws = None if seed is None else _Draws(seed, sizes)
+        frames, stop, alignments, _ = loop.run(max_iters, draws, None if keep is None else keep[0], progress)
+        return (tf.constant(frames[None]), tf.constant(stop[None]),
+                tf.constant(np.ascontiguousarray(alignments.T)[None]))
+    loop = native.BatchDecoderLoop(native.library(), **arrays)
+    draws = None if seed is None else _Draws(seed, sizes)
+    frames, stop, alignments = loop.run(max_iters, draws, keep, stop_each, progress)
+    return tf.constant(frames), tf.constant(stop), tf.constant(np.ascontiguousarray(alignments.transpose(0, 2, 1)))

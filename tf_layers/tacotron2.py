@@ -14,6 +14,7 @@ from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
 from speechblocks.tacotron2_schema import checkpoint_hparams
 
+from . import _native
 from ._validation import check_float_tensor, check_lengths
 from .cbhg import CBHG
 from .encoder_convolutions import EncoderConvolutions
@@ -294,9 +295,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, *, mel_targets=None,
                    progress=None):
         """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
-        structure (unknown batch and time): the documented fast path. At batch 1 (free running, float32, no
-        ``progress``) the decoder runs the native step between the cached encoder and post-net functions
-        (:mod:`tf_layers._native`; the same numbers up to float32 rounding; ``SPEECHBLOCKS_NATIVE=0`` turns it off).
+        structure (unknown batch and time): the documented fast path. Free running in float32 on the CPU without
+        ``progress``, the decoder runs the native step between the cached encoder and post-net functions (the
+        batch-1 step for one sentence, the batched step for more: :mod:`tf_layers._native`; the same numbers up to
+        float32 rounding; ``SPEECHBLOCKS_NATIVE=0`` turns it off).
 
         Args:
             inputs: int ``(batch, T_in)`` symbol ids (pad id 0 past ``input_lengths``).
@@ -324,26 +326,35 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
         # every argument passed, absent ones as None: one parameter list, so reduce_retracing can relax the shapes
         # (a varying set of keywords made TF's generalization fail with an IndexError)
-        if progress is None and mel_targets is None and self._native_batch_one(kwargs["inputs"]):
-            return self._synthesize_native(*kwargs.values())
+        if mel_targets is None and self._native_applies(kwargs["inputs"]):
+            out = self._synthesize_native(*kwargs.values(), progress=progress)
+            if out is not None:
+                return out
         key = "_synthesize_fn" if progress is None else "_synthesize_progress_fn"
         fn = self._cached_function(key, self._synthesize_graph, progress=progress is not None)
         with contextlib.nullcontext() if progress is None else self._reporting(progress):
             out = fn(*kwargs.values())
         return {k: v.numpy() for k, v in out.items()}
 
-    def _native_batch_one(self, inputs) -> bool:
-        """Whether a free-running synthesis of ``inputs`` can take the native decoder step (batch 1, float32, the
-        library built; :mod:`tf_layers._native` checks the rest)."""
+    def _native_applies(self, inputs) -> bool:
+        """Whether a free-running synthesis of ``inputs`` can take the native decoder step (float32, the library
+        built; :mod:`tf_layers._native` checks the rest): the batch-1 step for one sentence, the batched one for
+        more."""
         shape = tuple(inputs.shape)
-        return (len(shape) == 2 and shape[0] == 1 and self.decoder.compute_dtype == "float32"
+        return (len(shape) == 2 and shape[0] >= 1 and self.decoder.compute_dtype == "float32"
                 and native.enabled() and native.library() is not None)
 
-    def _synthesize_native(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
-        """:meth:`synthesize` at batch 1: the encoder and the post-net in cached ``tf.function`` s, the decoder's eager
-        call between them (its free-running loop in the native step, :mod:`tf_layers._native`)."""
+    def _synthesize_native(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, progress=None):
+        """:meth:`synthesize` free running in float32: the encoder and the post-net in cached ``tf.function`` s, the
+        decoder's free-running loop between them in the native step (:mod:`tf_layers._native`); ``None`` when the
+        decoder's call does not qualify (then the graph runs)."""
         memory = self._cached_function("_memory_fn", self._inference_memory)(inputs, input_lengths, speaker_embeddings)
-        frames, stop, alignments = self.decoder(memory, input_lengths, max_iters=max_iters, training=False)
+        limit = int(self.decoder._check_max_iters(max_iters))
+        lengths = None if input_lengths is None else tf.cast(input_lengths, tf.int32)
+        decoded = _native.free_running(self.decoder, memory, lengths, limit, None, progress=progress)
+        if decoded is None:
+            return None
+        frames, stop, alignments = decoded
         post = self._postprocess_function()(frames)
         out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
                    stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
@@ -423,9 +434,12 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             lambda m, n, i: self.decoder(m, n, max_iters=i, training=False), progress=progress is not None,
             stop_each=True, signature=[tf.TensorSpec([None, None, hp.memory_size], dtype), lengths_spec,
                                        tf.TensorSpec([], tf.int32)])
-        if len(lengths) == 1 and progress is None and self._native_batch_one(ids):
-            # one sentence: the decoder's eager call (the native step at batch 1; the rules agree for one entry)
-            frames, stop, alignments = self.decoder(memory, tf.constant(lengths), max_iters=int(limit), training=False)
+        native_out = None
+        if self._native_applies(ids):  # the native step (tf_layers/_native.py); None: the call does not qualify
+            native_out = _native.free_running(self.decoder, memory, tf.constant(lengths), int(limit), None,
+                                              stop_each=True, progress=progress)
+        if native_out is not None:
+            frames, stop, alignments = native_out
         else:
             with contextlib.nullcontext() if progress is None else self._reporting(progress):
                 frames, stop, alignments = decode(memory, tf.constant(lengths), tf.constant(int(limit), tf.int32))

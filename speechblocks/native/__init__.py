@@ -9,6 +9,11 @@ each thread streaming its own rows, reading either framework's weights in place 
 own); ``tests/test_native_decoder_step*.py`` hold it to each framework's loop. The framework adapters are
 ``torch_layers/_native.py`` and ``tf_layers/_native.py``; this module is numpy only.
 
+``decoder_batch.c`` (:class:`BatchDecoderLoop`) is the same step for a batch: from a few entries on a step's LSTM
+products are compute-bound, so every kernel is packed once per loop into column panels multiplied against 4 entries
+at a time in registers (``vector_tiles.h``); the entries still running are listed per step, each leaving at its own
+stop (``tests/test_native_decoder_batch.py``).
+
 The same library holds ``encoder_scan.c`` (:func:`encoder_scan`): both directions of the encoder's zoneout LSTM over
 time at inference in one call, a thread per direction (more threads split the batch), only the entries still
 running computed; torch's ``EncoderRNN`` runs it (``tests/test_native_encoder_scan.py``). Both share
@@ -37,13 +42,13 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "encoder_scan", "PHASES", "MAX_LAYERS",
-           "MAX_ATTENTION_UNITS", "TORCH_GATES", "TF1_GATES"]
+__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "BatchDecoderLoop", "encoder_scan", "PHASES",
+           "MAX_LAYERS", "MAX_ATTENTION_UNITS", "TORCH_GATES", "TF1_GATES"]
 
 _HERE = Path(__file__).parent
 #: the C sources of the library (one shared object) and the header they share
-SOURCES = (_HERE / "decoder_step.c", _HERE / "encoder_scan.c")
-HEADERS = (_HERE / "vector_maths.h",)
+SOURCES = (_HERE / "decoder_step.c", _HERE / "decoder_batch.c", _HERE / "encoder_scan.c")
+HEADERS = (_HERE / "vector_maths.h", _HERE / "vector_tiles.h")
 MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
 #: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
@@ -165,6 +170,13 @@ def library() -> Optional[ctypes.CDLL]:
                 lib.sb_decoder_step.restype = ctypes.c_int
                 lib.sb_decoder_step.argtypes = [ctypes.POINTER(_Decoder), ctypes.POINTER(_State), _F, ctypes.c_int,
                                                 _F, _F]
+                lib.sb_decoder_step_batch.restype = ctypes.c_int
+                lib.sb_decoder_step_batch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                                      ctypes.POINTER(ctypes.c_int), _F, ctypes.c_int, _F, _F,
+                                                      ctypes.POINTER(ctypes.c_int)]
+                lib.sb_pack_panels.restype = None
+                lib.sb_pack_panels.argtypes = [_F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
+                lib.sb_tile_columns.restype = ctypes.c_int
                 lib.sb_encoder_scan.restype = ctypes.c_int
                 lib.sb_encoder_scan.argtypes = [_F, _F, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
                                                 ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int,
@@ -205,6 +217,44 @@ def _ptr(x: np.ndarray):
     return x.ctypes.data_as(_F)
 
 
+def _set_fields(m, lstm_shapes, lstm_weights, lstm_biases, rows: bool, gates, zoneout, prenet_weights, prenet_biases,
+                num_mels, prenet_rate, query_weight, location_weight, v_a, keys, values, score_bias, projection_weight,
+                projection_bias, frame_size, pad_before, smoothing, cumulate, stop_at_any, threads) -> None:
+    """Fills the fields both C decoder structs share (``_Decoder``, ``batch_loop._BatchDecoder``): the kernels'
+    pointers into ``lstm_weights`` / ``prenet_weights`` / ``query_weight`` / ``projection_weight`` (the batch-1 step's
+    own arrays, the batched step's packed panels), the rest from the decoder's arrays and constants; ``lstm_shapes``:
+    the LSTM kernels in the decoder's layout (``rows``: torch's ``(4u, in)``), for the sizes."""
+    u = lstm_biases[0].shape[0] // 4
+    m.layers, m.units = len(lstm_biases), u
+    m.input0 = (lstm_shapes[0].shape[1] if rows else lstm_shapes[0].shape[0]) - u
+    weights = "lstm_w" if hasattr(m, "lstm_w") else "lstm_p"
+    for k in range(len(lstm_biases)):
+        getattr(m, weights)[k], m.lstm_b[k] = _ptr(lstm_weights[k]), _ptr(lstm_biases[k])
+    m.gate_i, m.gate_f, m.gate_g, m.gate_o = gates
+    m.zoneout = int(zoneout != 0.0)
+    m.keep_new, m.keep_old = 1.0 - zoneout, zoneout
+    m.prenet_layers, m.num_mels = len(prenet_biases), num_mels
+    pre = "prenet_w" if hasattr(m, "prenet_w") else "prenet_p"
+    for k, (x, b) in enumerate(zip(prenet_weights, prenet_biases)):
+        m.prenet_sizes[k] = int(b.shape[0])
+        getattr(m, pre)[k], m.prenet_b[k] = _ptr(x), _ptr(b)
+    m.drop_rate, m.drop_scale = prenet_rate, 1.0 / (1.0 - prenet_rate)
+    m.att_units, m.max_time, m.memory_size = v_a.shape[0], values.shape[-2], values.shape[-1]
+    m.kernel, m.pad_before = location_weight.shape[0], pad_before
+    m.smoothing, m.cumulate = int(smoothing), int(cumulate)
+    m.location_wt, m.v_a = _ptr(location_weight), _ptr(v_a)
+    m.keys_t, m.values = _ptr(keys), _ptr(values)
+    m.score_bias = None if score_bias is None else _ptr(score_bias)
+    m.proj_rows, m.frame_size = projection_bias.shape[0], frame_size
+    m.r, m.stop_at_any = m.proj_rows - frame_size, int(stop_at_any)
+    m.proj_b = _ptr(projection_bias)
+    if hasattr(m, "query_w"):
+        m.query_w, m.proj_w = _ptr(query_weight), _ptr(projection_weight)
+    else:
+        m.query_p, m.proj_p = _ptr(query_weight), _ptr(projection_weight)
+    m.threads = _threads(threads)
+
+
 class DecoderLoop:
     """A free-running decoder loop at batch 1 over the native step, for one utterance.
 
@@ -243,30 +293,12 @@ class DecoderLoop:
         layers = len(lstm_weights)
         max_time, memory_size = values.shape
         m = _Decoder()
-        m.layers, m.units = layers, u
-        m.input0 = (lstm_weights[0].shape[0] if lstm_cols else lstm_weights[0].shape[1]) - u
-        for k in range(layers):
-            m.lstm_w[k], m.lstm_b[k] = _ptr(lstm_weights[k]), _ptr(lstm_biases[k])
+        _set_fields(m, lstm_weights, lstm_weights, lstm_biases, not lstm_cols, gates, zoneout, prenet_weights,
+                    prenet_biases, num_mels, prenet_rate, query_weight, location_weight, v_a, keys, values, score_bias,
+                    projection_weight, projection_bias, frame_size, pad_before, smoothing, cumulate, stop_at_any,
+                    threads)
         m.lstm_cols, m.dense_cols = int(lstm_cols), int(dense_cols)
-        m.gate_i, m.gate_f, m.gate_g, m.gate_o = gates
-        m.zoneout = int(zoneout != 0.0)
-        m.keep_new, m.keep_old = 1.0 - zoneout, zoneout
         self.prenet_sizes = [int(b.shape[0]) for b in prenet_biases]
-        m.prenet_layers, m.num_mels = len(prenet_weights), num_mels
-        for k in range(len(prenet_weights)):
-            m.prenet_sizes[k] = self.prenet_sizes[k]
-            m.prenet_w[k], m.prenet_b[k] = _ptr(prenet_weights[k]), _ptr(prenet_biases[k])
-        m.drop_rate, m.drop_scale = prenet_rate, 1.0 / (1.0 - prenet_rate)
-        m.att_units, m.max_time, m.memory_size = v_a.shape[0], max_time, memory_size
-        m.kernel, m.pad_before = location_weight.shape[0], pad_before
-        m.smoothing, m.cumulate = int(smoothing), int(cumulate)
-        m.query_w, m.location_wt, m.v_a = _ptr(query_weight), _ptr(location_weight), _ptr(v_a)
-        m.keys_t, m.values = _ptr(keys), _ptr(values)
-        m.score_bias = None if score_bias is None else _ptr(score_bias)
-        m.proj_rows, m.frame_size = projection_bias.shape[0], frame_size
-        m.r, m.stop_at_any = m.proj_rows - frame_size, int(stop_at_any)
-        m.proj_w, m.proj_b = _ptr(projection_weight), _ptr(projection_bias)
-        m.threads = _threads(threads)
 
         nmax = max(m.input0 + u, 2 * u)
         f32 = np.float32
@@ -381,3 +413,6 @@ def encoder_scan(lib: ctypes.CDLL, gx: np.ndarray, w_hh: np.ndarray, lengths: Op
     if failed:
         raise MemoryError("encoder_scan: the native scan could not allocate its scratch memory")
     return out
+
+
+from .batch_loop import BatchDecoderLoop  # noqa: E402  (it uses _threads from here)

@@ -195,39 +195,11 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
             } else {
                 for (int q = 0; q < 4; q++) gemv_rows(m->lstm_w[k], m->lstm_b[k], xk, n, q * u + lo, q * u + hi, g);
             }
-            float *gi = g + m->gate_i * u, *gf = g + m->gate_f * u, *gg = g + m->gate_g * u, *go = g + m->gate_o * u;
-            const int w = hi - lo;
-            if (w > 0) {
-                v_sigmoid(gi + lo, w);
-                v_sigmoid(gf + lo, w);
-                v_tanh(gg + lo, w);
-                v_sigmoid(go + lo, w);
-            }
-            float *ck = s->cells + (size_t)k * u, *hk = s->hiddens + (size_t)k * u;
-            float tc[64], cnew[64];
-            for (int j0 = lo; j0 < hi; j0 += 64) {
-                int j1 = j0 + 64 < hi ? j0 + 64 : hi;
-                for (int j = j0; j < j1; j++) tc[j - j0] = gf[j] * ck[j] + gi[j] * gg[j];
-                memcpy(cnew, tc, sizeof(float) * (j1 - j0));
-                v_tanh(tc, j1 - j0);
-                for (int j = j0; j < j1; j++) {
-                    float hn = go[j] * tc[j - j0];
-                    float c_new = cnew[j - j0];
-                    if (k + 1 < m->layers) {
-                        xn[j] = hn;
-                        xn[u + j] = s->hiddens[(size_t)(k + 1) * u + j];
-                    } else {
-                        s->out[j] = hn;
-                    }
-                    if (m->zoneout) {
-                        ck[j] = c_new * m->keep_new + ck[j] * m->keep_old;
-                        hk[j] = hn * m->keep_new + hk[j] * m->keep_old;
-                    } else {
-                        ck[j] = c_new;
-                        hk[j] = hn;
-                    }
-                }
-            }
+            if (k + 1 < m->layers)
+                for (int j = lo; j < hi; j++) xn[u + j] = s->hiddens[(size_t)(k + 1) * u + j];
+            sb_lstm_units(g + m->gate_i * u, g + m->gate_f * u, g + m->gate_g * u, g + m->gate_o * u,
+                          s->cells + (size_t)k * u, s->hiddens + (size_t)k * u, lo, hi, m->keep_new, m->keep_old,
+                          m->zoneout, k + 1 < m->layers ? xn : s->out);
 #pragma omp barrier
         }
         SB_MARK(1);
@@ -269,29 +241,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
 #pragma omp barrier
         SB_MARK(3);
         if (t == 0) {
-            float *a = alignments;
-            if (m->smoothing) {
-                v_sigmoid(a, T);
-                float sum = 0.f;
-                for (int i = 0; i < T; i++) sum += a[i];
-                for (int i = 0; i < T; i++) a[i] = a[i] / sum;
-            } else {
-                int clean = 1;
-                float mx = -INFINITY;
-                for (int i = 0; i < T; i++) {
-                    if (!(isfinite(a[i]) || a[i] == -INFINITY)) clean = 0;
-                    if (a[i] > mx) mx = a[i];
-                }
-                if (!clean) {
-                    for (int i = 0; i < T; i++) a[i] = NAN;
-                } else {
-                    for (int i = 0; i < T; i++) a[i] = a[i] - mx;
-                    v_exp(a, T);
-                    float sum = 0.f;
-                    for (int i = 0; i < T; i++) sum += a[i];
-                    for (int i = 0; i < T; i++) a[i] = a[i] / sum;
-                }
-            }
+            sb_normalise_energies(alignments, T, m->smoothing);
         }
 #pragma omp barrier
         SB_MARK(4);

@@ -20,75 +20,15 @@
 #include <omp.h>
 
 #include "vector_maths.h"
-
-/* The product's register tile: 4 entries x SB_NV vectors of the gates.  With AVX-512 16 accumulators of 16 floats
- * (of 32 registers), else 8 of 8 or 4 floats. */
-#if defined(__AVX512F__)
-#define SB_VB 64
-#define SB_NV 4
-#elif defined(__AVX__)
-#define SB_VB 32
-#define SB_NV 2
-#else
-#define SB_VB 16
-#define SB_NV 2
-#endif
-typedef float sb_vf __attribute__((vector_size(SB_VB), aligned(4), __may_alias__));
-#define SB_VL (SB_VB / 4)
-#define SB_CB (SB_VL * SB_NV) /* gate columns per tile */
-
-static inline sb_vf vload(const float *p) { return *(const sb_vf *)p; }
-static inline void vstore(float *p, sb_vf v) { *(sb_vf *)p = v; }
-
-/* g_e[j0 : j0 + SB_CB] += h_e . W[:, j0 : j0 + SB_CB] for the 4 entries e; W row-major (n_k, cols) */
-static void tile4(const float *W, int cols, int n_k, const float *const h[4], float *const g[4], int j0) {
-    sb_vf a[4][SB_NV];
-#pragma GCC unroll 4
-    for (int e = 0; e < 4; e++)
-#pragma GCC unroll 4
-        for (int v = 0; v < SB_NV; v++) a[e][v] = vload(g[e] + j0 + v * SB_VL);
-    for (int k = 0; k < n_k; k++) {
-        const float *w = W + (size_t)k * cols + j0;
-        sb_vf wv[SB_NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < SB_NV; v++) wv[v] = vload(w + v * SB_VL);
-        const float s0 = h[0][k], s1 = h[1][k], s2 = h[2][k], s3 = h[3][k];
-#pragma GCC unroll 4
-        for (int v = 0; v < SB_NV; v++) {
-            a[0][v] += s0 * wv[v];
-            a[1][v] += s1 * wv[v];
-            a[2][v] += s2 * wv[v];
-            a[3][v] += s3 * wv[v];
-        }
-    }
-#pragma GCC unroll 4
-    for (int e = 0; e < 4; e++)
-#pragma GCC unroll 4
-        for (int v = 0; v < SB_NV; v++) vstore(g[e] + j0 + v * SB_VL, a[e][v]);
-}
-
-/* the same for one entry */
-static void tile1(const float *W, int cols, int n_k, const float *h, float *g, int j0) {
-    sb_vf a[SB_NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < SB_NV; v++) a[v] = vload(g + j0 + v * SB_VL);
-    for (int k = 0; k < n_k; k++) {
-        const float *w = W + (size_t)k * cols + j0;
-        const float s = h[k];
-#pragma GCC unroll 4
-        for (int v = 0; v < SB_NV; v++) a[v] += s * vload(w + v * SB_VL);
-    }
-#pragma GCC unroll 4
-    for (int v = 0; v < SB_NV; v++) vstore(g + j0 + v * SB_VL, a[v]);
-}
+#include "vector_tiles.h"
 
 /* g_i += h_i . W for the n entries listed: g_i rows of `cols`, h_i rows of n_k; W row-major (n_k, cols) */
 static void recurrent_product(const float *W, int cols, int n_k, const float *const *h, float *const *g, int n) {
     const int full = cols / SB_CB * SB_CB;
     for (int j0 = 0; j0 < full; j0 += SB_CB) {
         int i = 0;
-        for (; i + 4 <= n; i += 4) tile4(W, cols, n_k, h + i, g + i, j0);
-        for (; i < n; i++) tile1(W, cols, n_k, h[i], g[i], j0);
+        for (; i + 4 <= n; i += 4) sb_tile4(W + j0, (size_t)cols, n_k, h + i, g + i, j0);
+        for (; i < n; i++) sb_tile1(W + j0, (size_t)cols, n_k, h[i], g[i], j0);
     }
     for (int i = 0; i < n; i++)
         for (int j = full; j < cols; j++) {

@@ -153,5 +153,5 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
                 tf.constant(np.ascontiguousarray(alignments.T)[None]))
     loop = native.BatchDecoderLoop(native.library(), **arrays)
     draws = None if seed is None else _Draws(seed, sizes)
-    frames, stop, alignments = loop.run(max_iters, draws, keep, stop_each, progress)
+    frames, stop, alignments, _ = loop.run(max_iters, draws, keep, stop_each, progress)
     return tf.constant(frames), tf.constant(stop), tf.constant(np.ascontiguousarray(alignments.transpose(0, 2, 1)))

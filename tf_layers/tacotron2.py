@@ -309,9 +309,10 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             progress: optional callable ``progress(step: int, stop_probability: float)``, called after every
                 free-running decoder step with the number of steps done and the step's largest stop probability
                 (over the batch and the ``r`` frames; the original rule stops once it rounds to 1 for every entry).
-                It runs inside the graph (a ``tf.numpy_function`` in the decoder's while loop, in step order) of a
-                second cached ``tf.function``; the outputs are the same as without it (bitwise with the prenet
-                dropout off). An exception it raises ends the synthesis and propagates. Not with ``mel_targets``.
+                The native step's loop calls it after every step; where the graph runs instead, it runs inside
+                the graph (a ``tf.numpy_function`` in the decoder's while loop, in step order) of a second cached
+                ``tf.function``. The outputs are the same as without it (bitwise with the prenet dropout off). An
+                exception it raises ends the synthesis and propagates. Not with ``mel_targets``.
 
         Returns:
             dict of numpy arrays: the model's outputs (see :class:`Tacotron2`), stop probabilities.
@@ -389,7 +390,8 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
         and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
         sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
-        the step-by-step decoder loop, which is what the batch amortizes.
+        the step-by-step decoder loop, which is what the batch amortizes. In float32 on the CPU the loop is the
+        native batched step (:mod:`tf_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the graph loop).
 
         Args:
             sequences: list of 1-D integer symbol-id sequences (lists or numpy arrays), each non-empty.

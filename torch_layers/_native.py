@@ -1,9 +1,10 @@
 """The torch adapters of the native kernels (:mod:`speechblocks.native`), inference only.
 
-- The decoder step at batch 1: :meth:`Tacotron2Decoder._native_loop
-  <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a :class:`NativeDecoderLoop` when the call qualifies;
-  the C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
-  :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives).
+- The decoder step: :meth:`Tacotron2Decoder._native_loop <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a
+  :class:`NativeDecoderLoop` (batch 1) or a :class:`NativeBatchLoop` (larger batches) when the call qualifies; the
+  batch-1 C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
+  :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives), the batched one packs them once per
+  call into its column panels.
 - The encoder LSTM at inference: :meth:`EncoderRNN._native_inference <torch_layers.encoder_rnn.EncoderRNN>` runs
   its recurrence through :func:`encoder_scan` instead of the TorchScript loop when :func:`encoder_scan_applies`.
 """
@@ -19,14 +20,15 @@ from torch import Tensor
 from speechblocks import native
 from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
 
-__all__ = ["NativeDecoderLoop", "encoder_scan", "encoder_scan_applies", "recording_a_graph", "shapes_fit", "enabled",
+__all__ = ["NativeDecoderLoop", "NativeBatchLoop", "encoder_scan", "encoder_scan_applies", "recording_a_graph",
+           "shapes_fit", "enabled",
            "library", "phase_profile", "PHASES"]
 
 
 def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
     """Whether a decoder's step weights (:class:`~torch_layers.tacotron2_decoder.DecoderWeights`), config and
-    attention memory have the shapes the C step reads (batch 1): it trusts them, so anything else goes to the
-    TorchScript loop (and its shape errors)."""
+    attention memory have the shapes the C steps read (any batch up to ``MAX_BATCH``): they trust them, so anything
+    else goes to the TorchScript loop (and its shape errors)."""
     def shape(x: Optional[Tensor]) -> tuple:
         return tuple(x.shape) if x is not None else ()
 
@@ -35,9 +37,9 @@ def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
             and len(w.prenet_biases) == n_pre):
         return False
     values, keys = memory.values, memory.keys
-    if values.dim() != 3 or values.shape[0] != 1:
+    if values.dim() != 3 or not 1 <= values.shape[0] <= native.batch_loop.MAX_BATCH:
         return False
-    _, max_time, memory_size = values.shape
+    batch, max_time, memory_size = values.shape
     sizes, n_in = [], num_mels
     for x, b in zip(w.prenet_weights, w.prenet_biases):
         if x.dim() != 2 or x.shape[1] != n_in or shape(b) != (x.shape[0],) or x.shape[0] < 1:
@@ -55,11 +57,12 @@ def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
     units = w.query_weight.shape[0]
     if not 1 <= units <= MAX_ATTENTION_UNITS or shape(w.query_weight) != (units, u) or shape(w.v_a) != (units,):
         return False
-    if w.location_weight.dim() != 3 or w.location_weight.shape[:2] != (units, 1) or shape(keys) != (1, units, max_time):
+    if (w.location_weight.dim() != 3 or w.location_weight.shape[:2] != (units, 1)
+            or shape(keys) != (batch, units, max_time)):
         return False
     if cfg.pad_before < 0 or cfg.pad_after < 0 or cfg.pad_before + cfg.pad_after != w.location_weight.shape[2] - 1:
         return False
-    if memory.score_bias is not None and shape(memory.score_bias) != (1, max_time):
+    if memory.score_bias is not None and shape(memory.score_bias) != (batch, max_time):
         return False
     rows = w.projection_weight.shape[0]
     if shape(w.projection_weight) != (rows, u + memory_size) or shape(w.projection_bias) != (rows,):
@@ -119,6 +122,57 @@ class NativeDecoderLoop:
             n_steps, lambda step: torch.rand(total).numpy(), keep, progress)
         return (torch.from_numpy(frames).unsqueeze(0), torch.from_numpy(stop).unsqueeze(0),
                 torch.from_numpy(alignments.T.copy()).unsqueeze(0), finished)
+
+
+class NativeBatchLoop:
+    """A free-running torch decoder loop over a batch in the native batched step (``decoder_batch.c``), for one
+    call's attention memory: the kernels packed from torch's ``(out, in)`` rows, gates i, f, g, o.
+
+    Args:
+        lib, w, cfg, memory, num_mels, stop_at_any, threads: as for :class:`NativeDecoderLoop`, any batch.
+    """
+
+    def __init__(self, lib, w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int):
+        self.prenet_sizes = [int(x.shape[0]) for x in w.prenet_weights]
+        self.loop = native.BatchDecoderLoop(
+            lib, rows=True, lstm_weights=[_array(x) for x in w.lstm_weights],
+            lstm_biases=[_array(x) for x in w.lstm_biases], gates=native.TORCH_GATES,
+            prenet_weights=[_array(x) for x in w.prenet_weights], prenet_biases=[_array(x) for x in w.prenet_biases],
+            query_weight=_array(w.query_weight), location_weight=_array(w.location_weight[:, 0, :].t()),
+            v_a=_array(w.v_a), keys=_array(memory.keys.transpose(1, 2)), values=_array(memory.values),
+            score_bias=None if memory.score_bias is None else _array(memory.score_bias),
+            projection_weight=_array(w.projection_weight), projection_bias=_array(w.projection_bias),
+            num_mels=num_mels, frame_size=cfg.frame_size, zoneout=cfg.zoneout, prenet_rate=cfg.prenet_rate,
+            pad_before=cfg.pad_before, smoothing=cfg.smoothing, cumulate=cfg.cumulate, stop_at_any=stop_at_any,
+            threads=threads)
+
+    def run(self, n_steps: int, prenet_keep: Optional[list[Tensor]] = None,
+            progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False
+            ) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """Runs up to ``n_steps`` steps (:meth:`speechblocks.native.BatchDecoderLoop.run`).
+
+        Args:
+            n_steps: the most steps to run.
+            prenet_keep: per pre-net layer ``(>= n_steps, batch, size)`` 0/1 keep-masks, or ``None``: the dropout
+                draws ``torch.rand(running, size)`` per layer and step, the numbers the TorchScript loop's per-layer
+                ``rand_like`` draws for the same seed.
+            progress: ``progress(step, largest stop probability)`` after every step.
+            stop_each: each entry leaves at its own stop (:func:`~torch_layers.tacotron2_decoder.loop_options`).
+
+        Returns:
+            ``(frames (batch, steps, frame_size), stop probabilities (batch, steps, r), alignments
+            (batch, T_in, steps), finished)``.
+        """
+        keep = None
+        if prenet_keep is not None:
+            keep = torch.cat([k[:n_steps].to(torch.float32) for k in prenet_keep], 2).transpose(0, 1).numpy()
+
+        def draws(step: int, running: int) -> np.ndarray:
+            return torch.cat([torch.rand(running, size) for size in self.prenet_sizes], 1).numpy()
+
+        frames, stop, alignments, finished = self.loop.run(n_steps, draws, keep, stop_each, progress)
+        return (torch.from_numpy(frames), torch.from_numpy(stop),
+                torch.from_numpy(np.ascontiguousarray(alignments.transpose(0, 2, 1))), finished)
 
 
 def recording_a_graph() -> bool:

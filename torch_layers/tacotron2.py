@@ -336,7 +336,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
         sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
         the step-by-step decoder loop, which is what the batch amortizes. Runs in ``eval()`` under
-        ``torch.no_grad()`` (the module's mode is restored).
+        ``torch.no_grad()`` (the module's mode is restored); in float32 on the CPU the loop is the native batched
+        step (:mod:`torch_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the TorchScript loop).
 
         Args:
             sequences: list of 1-D integer symbol-id sequences (lists, arrays or tensors), each non-empty.

@@ -19,7 +19,7 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -661,7 +661,9 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             native = self._native_loop(memory, cfg)
             if native is not None:
                 options = getattr(_LOOP_OPTIONS, "value", None)
-                progress = None if options is None else options[0]
+                progress, stop_each = (None, False) if options is None else options
+                if isinstance(native, _native.NativeBatchLoop):
+                    return native.run(min(n_steps, mask_steps), prenet_keep, progress, stop_each)
                 return native.run(min(n_steps, mask_steps), prenet_keep, progress)
         w, taps, holder = self._loop_weights(teacher_prenet is not None, n_steps, go_frame.shape[0])
         frames, stop, alignments, finished, step_inputs = _eager_decoder_loop(
@@ -672,13 +674,15 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         return frames, stop, alignments, finished
 
     @torch.jit.unused
-    def _native_loop(self, memory: AttentionMemory, cfg: DecoderConfig) -> Optional[_native.NativeDecoderLoop]:
+    def _native_loop(self, memory: AttentionMemory, cfg: DecoderConfig
+                     ) -> Union[_native.NativeDecoderLoop, _native.NativeBatchLoop, None]:
         """The native free-running loop (:mod:`torch_layers._native`) for this call, or ``None`` when it does not
-        apply: batch 1, float32 on the CPU, no gradient recorded, no graph recorded (``torch.jit.trace``,
-        ``torch.compile``), a ReLU pre-net, the sizes its C step holds (the shapes checked here, so a mis-shaped
-        weight goes to the TorchScript loop and its error), the library built."""
+        apply: the batch-1 step at batch 1, the batched step for more; float32 on the CPU, no gradient recorded, no
+        graph recorded (``torch.jit.trace``, ``torch.compile``), a ReLU pre-net, the sizes its C step holds (the
+        shapes checked here, so a mis-shaped weight goes to the TorchScript loop and its error), the library
+        built."""
         values = memory.values
-        if values.shape[0] != 1 or values.dtype != torch.float32 or values.device.type != "cpu":
+        if values.dtype != torch.float32 or values.device.type != "cpu":
             return None
         if cfg.prenet_activation != "relu" or not _native.enabled() or _native.recording_a_graph():
             return None
@@ -694,7 +698,8 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
         lib = _native.library()
         if lib is None:
             return None
-        return _native.NativeDecoderLoop(lib, w, cfg, memory, self.num_mels, self.stop_at_any, torch.get_num_threads())
+        loop = _native.NativeDecoderLoop if values.shape[0] == 1 else _native.NativeBatchLoop
+        return loop(lib, w, cfg, memory, self.num_mels, self.stop_at_any, torch.get_num_threads())
 
     @torch.jit.unused
     def step_module(self) -> DecoderStep:

@@ -11,9 +11,10 @@ from typing import Optional
 
 import numpy as np
 
+from ._fields import _F, _ptr, _set_fields
+
 __all__ = ["BatchDecoderLoop"]
 
-_F = ctypes.POINTER(ctypes.c_float)
 MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_BATCH = 1024  # SB_MAX_BATCH
 
@@ -38,10 +39,6 @@ class _BatchState(ctypes.Structure):
     _fields_ = [("cells", _F), ("hiddens", _F), ("context", _F), ("attention", _F), ("frame", _F), ("xin", _F),
                 ("nmax", ctypes.c_int), ("gates", _F), ("gmax", ctypes.c_int), ("prenet", _F), ("query", _F),
                 ("energy", _F), ("out", _F)]
-
-
-def _ptr(x: np.ndarray):
-    return x.ctypes.data_as(_F)
 
 
 def _wide(n: int, tile: int) -> int:
@@ -87,7 +84,6 @@ class BatchDecoderLoop:
                  projection_bias: np.ndarray, num_mels: int, frame_size: int, zoneout: float, prenet_rate: float,
                  pad_before: int, smoothing: bool, cumulate: bool, stop_at_any: bool, threads: int,
                  rows: bool = False):
-        from . import _set_fields
 
         arrays = [*lstm_weights, *lstm_biases, *prenet_weights, *prenet_biases, query_weight, location_weight, v_a,
                   keys, values, projection_weight, projection_bias] + ([] if score_bias is None else [score_bias])
@@ -136,7 +132,8 @@ class BatchDecoderLoop:
 
     def run(self, n_steps: int, draws: Optional[Callable[[int, int], np.ndarray]] = None,
             keep_masks: Optional[np.ndarray] = None, stop_each: bool = True,
-            progress: Optional[Callable[[int, float], object]] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            progress: Optional[Callable[[int, float], object]] = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """Runs up to ``n_steps`` steps.
 
         Args:
@@ -154,7 +151,8 @@ class BatchDecoderLoop:
 
         Returns:
             ``(frames (batch, steps, frame_size), stop probabilities (batch, steps, r), alignments
-            (batch, steps, T_in))``, zeros at the steps after an entry left.
+            (batch, steps, T_in), finished)``, zeros at the steps after an entry left; ``finished``: the stop rule
+            ended the loop (not ``n_steps``).
         """
         m, batch = self.m, self.batch
         total = sum(self.prenet_sizes)
@@ -165,7 +163,7 @@ class BatchDecoderLoop:
         out_a = np.empty((batch, m.max_time), np.float32)
         fired = np.zeros(batch, np.int32)
         ms, ss, fn = ctypes.byref(m), ctypes.byref(self.s), self.lib.sb_decoder_step_batch
-        steps = 0
+        steps, finished = 0, False
         for step in range(n_steps):
             n = len(running)
             if keep_masks is not None:
@@ -192,10 +190,13 @@ class BatchDecoderLoop:
             if stop_each:
                 left = fired[:n] != 0
                 if left.all():
+                    finished = True
                     break
                 running = np.ascontiguousarray(running[~left])
             else:
                 every = np.all(np.rint(stop) == 1.0, axis=0)  # (r,): the frame's stop in every entry
                 if every.any() if m.stop_at_any else every.all():
+                    finished = True
                     break
-        return (projected[:, :steps, :m.frame_size], projected[:, :steps, m.frame_size:], alignments[:, :steps])
+        return (projected[:, :steps, :m.frame_size], projected[:, :steps, m.frame_size:], alignments[:, :steps],
+                finished)

@@ -203,9 +203,12 @@ def _framework(build, cfg, seqs, spk, threads):
         worst, bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
     # what synthesize runs at batch 1: the native step (another summation order; reported)
     native_worst, native_bad = compare_alone(det, [first(alone(deterministic, i)) for i in range(n)])
+    # what synthesize_batch runs: the native batched step, against the batch through the framework's loop
+    batch_worst, batch_bad = compare_alone(batched(deterministic, every), det)
     timed = batched(model, every)
     info = {"alone_max_diff": worst, "alone_shape_mismatches": bad, "native_alone_max_diff": native_worst,
-            "native_alone_shape_mismatches": native_bad,
+            "native_alone_shape_mismatches": native_bad, "native_batch_max_diff": batch_worst,
+            "native_batch_shape_mismatches": batch_bad,
             "steps": [int(o["alignments"].shape[1]) for o in timed], "stopped": [bool(o["stopped"]) for o in timed]}
     del deterministic
     _save_check(cfg["check"], det)

@@ -29,8 +29,9 @@ each sentence of one ``synthesize_batch`` of all 16 is compared with that senten
 encoder scan; the batching's exactness) on every output
 (decoder and mel outputs, stop probabilities, alignments), in Keras and in torch: max |diff| <= 1e-5 is the
 equality target (PASS/FAIL, MET/MISSED); against the sentence alone through the native step (what ``synthesize``
-runs at batch 1, and torch's native encoder scan: the same maths in another summation order) and Keras against torch
-are reported.
+runs at batch 1, and torch's native encoder scan: the same maths in another summation order), the batch through the
+native batched step (what ``synthesize_batch`` runs, timed below) against the batch through the loops, and Keras
+against torch are reported.
 
 Note: ``synthesize_batch`` drops each entry from the decoder loop at its own stop, so at B = 16 the loop runs the
 longest sentence's steps with fewer and fewer rows (the sum of the steps over the rows, not 16 times the longest);
@@ -102,6 +103,11 @@ def check(info: dict, steps: list[int], checks: dict) -> list[str]:
         lines.append(f"  alone through the native step (what synthesize runs at batch 1, another summation order): "
                      f"max |diff| {info[side]['native_alone_max_diff']:.2e}"
                      + (f"; {native_bad[:3]}" if native_bad else " (same shapes: the same stop steps)")
+                     + " (reported)")
+        batch_bad = info[side]["native_batch_shape_mismatches"]
+        lines.append(f"  synthesize_batch(16) through the native batched step (what is timed) vs through the loops: "
+                     f"max |diff| {info[side]['native_batch_max_diff']:.2e}"
+                     + (f"; {batch_bad[:3]}" if batch_bad else " (same shapes: the same stop steps)")
                      + " (reported)")
     keras, torch_ = (dict(np.load(checks[s])) for s in ("keras", "torch"))
     cross = max(float(np.max(np.abs(keras[k] - torch_[k]))) for k in keras)

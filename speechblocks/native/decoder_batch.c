@@ -14,7 +14,8 @@
  * positions only: a masked position (score_bias < 0) takes the bias as its energy without computing it.
  *
  * Built with the other sources into one library by speechblocks/native/__init__.py;
- * tests/test_native_decoder_batch.py holds it to the Keras graph loop and a float64 twin.
+ * tests/test_native_decoder_batch.py and tests/test_native_decoder_batch_torch.py hold it to each framework's loop
+ * and its float64 run.
  */
 #include <math.h>
 #include <stddef.h>
@@ -94,8 +95,8 @@ static void share_of(int n, int t, int nt, int align, int *lo, int *hi) {
     *hi = b < n ? b : n;
 }
 
-/* g_e[: W(cols)] = h_e[: n_k] . K + bias (zeros past cols) for the n entries, K packed (n_k -> cols); thread t of nt
- * computes its share of the panels.  h_e and g_e: rows at h + e * h_stride, g + e * g_stride of the listed entries. */
+/* g[e][: W(cols)] = h[e][: n_k] . K + bias (zeros past cols) for the n entries, K packed (n_k -> cols), bias NULL
+ * for none; thread t of nt computes its share of the panels. */
 static void product(const float *K, const float *bias, int n_k, int cols, const float *const *h, float *const *g,
                     int n, int t, int nt) {
     const int panels = (cols + SB_CB - 1) / SB_CB;

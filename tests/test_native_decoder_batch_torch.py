@@ -16,6 +16,7 @@ import torch
 
 import torch_layers
 from speechblocks import resolve_hparams
+from tests.helpers.call_counter import count_calls
 from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
 from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
@@ -31,15 +32,7 @@ LENGTHS = [9, 4, 7, 1, 9]
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the native batched loops run."""
-    calls = []
-    run = _native.NativeBatchLoop.run
-
-    def spy(self, *args, **kwargs):
-        calls.append(1)
-        return run(self, *args, **kwargs)
-
-    monkeypatch.setattr(_native.NativeBatchLoop, "run", spy)
-    return calls
+    return count_calls(monkeypatch, _native.NativeBatchLoop, "run")
 
 
 def _decoder(seed: int = 0, stop_bias: float = -1.0, **overrides) -> Tacotron2Decoder:

@@ -20,6 +20,7 @@ import torch
 
 import torch_layers
 from speechblocks import native as core
+from tests.helpers.call_counter import count_calls
 from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
 from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
@@ -35,15 +36,7 @@ SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the native loops run (each test asserts the path it compares really ran)."""
-    calls = []
-    run = _native.NativeDecoderLoop.run
-
-    def spy(self, *args, **kwargs):
-        calls.append(1)
-        return run(self, *args, **kwargs)
-
-    monkeypatch.setattr(_native.NativeDecoderLoop, "run", spy)
-    return calls
+    return count_calls(monkeypatch, _native.NativeDecoderLoop, "run")
 
 
 def _decoder(seed: int = 0, stop_bias: float = -3.0, **overrides) -> Tacotron2Decoder:

@@ -144,8 +144,6 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
         keep = np.concatenate([_array(m[:, :max_iters]) for m in prenet_masks], 2)
     seed = tf.cast(pre.seed_generator.next(), tf.int32) if keep is None and pre.drop_rate > 0 else None
     if memory.shape[0] == 1:
-        for key in ("keys", "values", "score_bias"):
-            arrays[key] = None if arrays[key] is None else arrays[key][0]
         loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=True, **arrays)
         draws = None if seed is None else _Draws(seed, sizes)
         frames, stop, alignments, _ = loop.run(max_iters, draws, None if keep is None else keep[0], progress)

@@ -74,6 +74,22 @@ def _array(x: Tensor) -> np.ndarray:
     return np.ascontiguousarray(x.detach().numpy(), np.float32)
 
 
+def _loop_arrays(w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int) -> dict:
+    """The keyword arguments both native loops take from a torch decoder: its kernels in torch's ``(out, in)``
+    layout (gates i, f, g, o), the location kernel ``(kernel, att_units)``, the attention memory of the call
+    ``(batch, T_in, ...)`` (keys transposed to ``(batch, T_in, att_units)``), the constants."""
+    return dict(
+        lstm_weights=[_array(x) for x in w.lstm_weights], lstm_biases=[_array(x) for x in w.lstm_biases],
+        gates=native.TORCH_GATES, prenet_weights=[_array(x) for x in w.prenet_weights],
+        prenet_biases=[_array(x) for x in w.prenet_biases], query_weight=_array(w.query_weight),
+        location_weight=_array(w.location_weight[:, 0, :].t()), v_a=_array(w.v_a),
+        keys=_array(memory.keys.transpose(1, 2)), values=_array(memory.values),
+        score_bias=None if memory.score_bias is None else _array(memory.score_bias),
+        projection_weight=_array(w.projection_weight), projection_bias=_array(w.projection_bias), num_mels=num_mels,
+        frame_size=cfg.frame_size, zoneout=cfg.zoneout, prenet_rate=cfg.prenet_rate, pad_before=cfg.pad_before,
+        smoothing=cfg.smoothing, cumulate=cfg.cumulate, stop_at_any=stop_at_any, threads=threads)
+
+
 class NativeDecoderLoop:
     """A free-running torch decoder loop at batch 1 over the native step, for one utterance's attention memory.
 
@@ -87,17 +103,8 @@ class NativeDecoderLoop:
 
     def __init__(self, lib, w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int):
         self.prenet_sizes = [int(x.shape[0]) for x in w.prenet_weights]
-        self.loop = native.DecoderLoop(
-            lib, lstm_weights=[_array(x) for x in w.lstm_weights], lstm_biases=[_array(x) for x in w.lstm_biases],
-            lstm_cols=False, gates=native.TORCH_GATES, prenet_weights=[_array(x) for x in w.prenet_weights],
-            prenet_biases=[_array(x) for x in w.prenet_biases], dense_cols=False, query_weight=_array(w.query_weight),
-            location_weight=_array(w.location_weight[:, 0, :].t()), v_a=_array(w.v_a), keys=_array(memory.keys[0].t()),
-            values=_array(memory.values[0]),
-            score_bias=None if memory.score_bias is None else _array(memory.score_bias[0]),
-            projection_weight=_array(w.projection_weight), projection_bias=_array(w.projection_bias),
-            num_mels=num_mels, frame_size=cfg.frame_size, zoneout=cfg.zoneout, prenet_rate=cfg.prenet_rate,
-            pad_before=cfg.pad_before, smoothing=cfg.smoothing, cumulate=cfg.cumulate, stop_at_any=stop_at_any,
-            threads=threads)
+        self.loop = native.DecoderLoop(lib, lstm_cols=False, dense_cols=False,
+                                       **_loop_arrays(w, cfg, memory, num_mels, stop_at_any, threads))
 
     def run(self, n_steps: int, prenet_keep: Optional[list[Tensor]] = None,
             progress: Optional[Callable[[int, float], object]] = None) -> tuple[Tensor, Tensor, Tensor, bool]:
@@ -134,17 +141,8 @@ class NativeBatchLoop:
 
     def __init__(self, lib, w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int):
         self.prenet_sizes = [int(x.shape[0]) for x in w.prenet_weights]
-        self.loop = native.BatchDecoderLoop(
-            lib, rows=True, lstm_weights=[_array(x) for x in w.lstm_weights],
-            lstm_biases=[_array(x) for x in w.lstm_biases], gates=native.TORCH_GATES,
-            prenet_weights=[_array(x) for x in w.prenet_weights], prenet_biases=[_array(x) for x in w.prenet_biases],
-            query_weight=_array(w.query_weight), location_weight=_array(w.location_weight[:, 0, :].t()),
-            v_a=_array(w.v_a), keys=_array(memory.keys.transpose(1, 2)), values=_array(memory.values),
-            score_bias=None if memory.score_bias is None else _array(memory.score_bias),
-            projection_weight=_array(w.projection_weight), projection_bias=_array(w.projection_bias),
-            num_mels=num_mels, frame_size=cfg.frame_size, zoneout=cfg.zoneout, prenet_rate=cfg.prenet_rate,
-            pad_before=cfg.pad_before, smoothing=cfg.smoothing, cumulate=cfg.cumulate, stop_at_any=stop_at_any,
-            threads=threads)
+        self.loop = native.BatchDecoderLoop(lib, rows=True, **_loop_arrays(w, cfg, memory, num_mels, stop_at_any,
+                                                                           threads))
 
     def run(self, n_steps: int, prenet_keep: Optional[list[Tensor]] = None,
             progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False

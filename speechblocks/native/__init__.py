@@ -42,7 +42,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._fields import _F, _ptr, _set_fields, _threads
+from ._fields import _F, MAX_LAYERS, _ptr, _set_fields, _threads
 from .batch_loop import BatchDecoderLoop
 
 __all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "BatchDecoderLoop", "encoder_scan", "PHASES",
@@ -52,7 +52,6 @@ _HERE = Path(__file__).parent
 #: the C sources of the library (one shared object) and the header they share
 SOURCES = (_HERE / "decoder_step.c", _HERE / "decoder_batch.c", _HERE / "encoder_scan.c")
 HEADERS = (_HERE / "vector_maths.h", _HERE / "vector_tiles.h")
-MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
 #: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
 TORCH_GATES = (0, 1, 2, 3)
@@ -217,8 +216,9 @@ class DecoderLoop:
         prenet_weights, prenet_biases, query_weight, projection_weight, projection_bias: the dense kernels,
             ``(out, in)`` or ``(in, out)`` (``dense_cols``); the projection stacks the frame and stop outputs.
         location_weight: ``(kernel, att_units)`` the location convolution and its dense folded into one kernel.
-        v_a: ``(att_units,)``; keys: ``(T_in, att_units)`` with every constant bias; values: ``(T_in, memory_size)``;
-            score_bias: ``(T_in,)`` 0 / -inf past the length, or ``None``.
+        v_a: ``(att_units,)``; keys: ``([1,] T_in, att_units)`` with every constant bias; values:
+            ``([1,] T_in, memory_size)``; score_bias: ``([1,] T_in)`` 0 / -inf past the length, or ``None`` (a leading
+            batch of one, as the batched loop's arrays have, is read alike).
         num_mels, frame_size, zoneout, prenet_rate, pad_before, smoothing, cumulate, stop_at_any, threads: the
             decoder's constants (``frame_size = r * num_mels``, TF ``'same'`` padding before the alignments).
     """
@@ -239,12 +239,11 @@ class DecoderLoop:
         self._keep = arrays
         u = lstm_biases[0].shape[0] // 4
         layers = len(lstm_weights)
-        max_time, memory_size = values.shape
+        max_time, memory_size = values.shape[-2:]
         m = _Decoder()
-        _set_fields(m, lstm_weights, lstm_weights, lstm_biases, not lstm_cols, gates, zoneout, prenet_weights,
-                    prenet_biases, num_mels, prenet_rate, query_weight, location_weight, v_a, keys, values, score_bias,
-                    projection_weight, projection_bias, frame_size, pad_before, smoothing, cumulate, stop_at_any,
-                    threads)
+        _set_fields(m, lstm_weights, lstm_biases, gates, zoneout, prenet_weights, prenet_biases, num_mels, prenet_rate,
+                    query_weight, location_weight, v_a, keys, values, score_bias, projection_weight, projection_bias,
+                    frame_size, pad_before, smoothing, cumulate, stop_at_any, threads)
         m.lstm_cols, m.dense_cols = int(lstm_cols), int(dense_cols)
         self.prenet_sizes = [int(b.shape[0]) for b in prenet_biases]
 

@@ -11,27 +11,27 @@ from typing import Optional
 
 import numpy as np
 
-from ._fields import _F, _ptr, _set_fields
+from ._fields import _F, MAX_LAYERS, _ptr, _set_fields
 
 __all__ = ["BatchDecoderLoop"]
 
-MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_BATCH = 1024  # SB_MAX_BATCH
 
 
 class _BatchDecoder(ctypes.Structure):
+    """``sb_batch_decoder``: the kernel pointers (``*_w``) point at packed panels."""
     _fields_ = [("layers", ctypes.c_int), ("units", ctypes.c_int), ("input0", ctypes.c_int),
-                ("lstm_p", _F * MAX_LAYERS), ("lstm_b", _F * MAX_LAYERS),
+                ("lstm_w", _F * MAX_LAYERS), ("lstm_b", _F * MAX_LAYERS),
                 ("gate_i", ctypes.c_int), ("gate_f", ctypes.c_int), ("gate_g", ctypes.c_int),
                 ("gate_o", ctypes.c_int), ("keep_new", ctypes.c_float), ("keep_old", ctypes.c_float),
                 ("zoneout", ctypes.c_int), ("prenet_layers", ctypes.c_int), ("num_mels", ctypes.c_int),
-                ("prenet_sizes", ctypes.c_int * MAX_LAYERS), ("prenet_p", _F * MAX_LAYERS),
+                ("prenet_sizes", ctypes.c_int * MAX_LAYERS), ("prenet_w", _F * MAX_LAYERS),
                 ("prenet_b", _F * MAX_LAYERS), ("drop_rate", ctypes.c_float), ("drop_scale", ctypes.c_float),
                 ("att_units", ctypes.c_int), ("max_time", ctypes.c_int), ("memory_size", ctypes.c_int),
                 ("kernel", ctypes.c_int), ("pad_before", ctypes.c_int), ("smoothing", ctypes.c_int),
-                ("cumulate", ctypes.c_int), ("query_p", _F), ("location_wt", _F), ("v_a", _F), ("keys_t", _F),
+                ("cumulate", ctypes.c_int), ("query_w", _F), ("location_wt", _F), ("v_a", _F), ("keys_t", _F),
                 ("values", _F), ("score_bias", _F), ("proj_rows", ctypes.c_int), ("frame_size", ctypes.c_int),
-                ("r", ctypes.c_int), ("stop_at_any", ctypes.c_int), ("proj_p", _F), ("proj_b", _F),
+                ("r", ctypes.c_int), ("stop_at_any", ctypes.c_int), ("proj_w", _F), ("proj_b", _F),
                 ("threads", ctypes.c_int)]
 
 
@@ -107,9 +107,9 @@ class BatchDecoderLoop:
         packed_query, packed_proj = pack(query_weight), pack(projection_weight)
         self._keep = arrays + packed_lstm + packed_pre + [packed_query, packed_proj]
         m = _BatchDecoder()
-        _set_fields(m, lstm_weights, packed_lstm, lstm_biases, rows, gates, zoneout, packed_pre, prenet_biases,
-                    num_mels, prenet_rate, packed_query, location_weight, v_a, keys, values, score_bias, packed_proj,
-                    projection_bias, frame_size, pad_before, smoothing, cumulate, stop_at_any, threads)
+        _set_fields(m, packed_lstm, lstm_biases, gates, zoneout, packed_pre, prenet_biases, num_mels, prenet_rate,
+                    packed_query, location_weight, v_a, keys, values, score_bias, packed_proj, projection_bias,
+                    frame_size, pad_before, smoothing, cumulate, stop_at_any, threads)
         self.prenet_sizes = [int(b.shape[0]) for b in prenet_biases]
         units = v_a.shape[0]
 

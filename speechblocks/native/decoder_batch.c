@@ -49,23 +49,23 @@ void sb_pack_panels(const float *W, int n, int cols, int transposed, float *out)
 /* The weights of a decoder, every product's kernel packed (sb_pack_panels), and the attention memory of the batch. */
 typedef struct {
     int layers, units, input0;       /* LSTM stack; layer 1's input is [pre-net output, context] (input0 wide) */
-    const float *lstm_p[SB_MAX_LAYERS], *lstm_b[SB_MAX_LAYERS];  /* packed (in_k + u -> 4u); (4u,) */
+    const float *lstm_w[SB_MAX_LAYERS], *lstm_b[SB_MAX_LAYERS];  /* packed (in_k + u -> 4u); (4u,) */
     int gate_i, gate_f, gate_g, gate_o;  /* each gate's block of u (torch 0,1,2,3; TF1 i,j,f,o: 0,2,1,3) */
     float keep_new, keep_old;        /* inference zoneout: new * keep_new + prev * keep_old */
     int zoneout;
     int prenet_layers, num_mels;
     int prenet_sizes[SB_MAX_LAYERS];
-    const float *prenet_p[SB_MAX_LAYERS], *prenet_b[SB_MAX_LAYERS];  /* packed (in -> size); (size,) */
+    const float *prenet_w[SB_MAX_LAYERS], *prenet_b[SB_MAX_LAYERS];  /* packed (in -> size); (size,) */
     float drop_rate, drop_scale;     /* keep where u >= rate; kept = x * scale */
     int att_units, max_time, memory_size, kernel, pad_before, smoothing, cumulate;
-    const float *query_p;            /* packed (units -> att_units) */
+    const float *query_w;            /* packed (units -> att_units) */
     const float *location_wt;        /* (kernel, att_units): the fused location kernel, transposed */
     const float *v_a;                /* (att_units,) */
     const float *keys_t;             /* (batch, max_time, att_units): keys with every constant bias */
     const float *values;             /* (batch, max_time, memory_size) */
     const float *score_bias;         /* (batch, max_time) 0 / -inf, or NULL */
     int proj_rows, frame_size, r, stop_at_any;
-    const float *proj_p, *proj_b;    /* packed (units + memory_size -> frame_size + r); (frame_size + r,) */
+    const float *proj_w, *proj_b;    /* packed (units + memory_size -> frame_size + r); (frame_size + r,) */
     int threads;
 } sb_batch_decoder;
 
@@ -196,16 +196,15 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
         int pin = m->num_mels, off = 0;
         for (int k = 0; k < n_pre; k++) {
             const int size = m->prenet_sizes[k];
+            /* layer k writes the gates buffer when k is even, the pre-net buffer when odd; it reads the other */
+            float *in_buf = k % 2 == 0 ? s->prenet : s->gates, *out_buf = k % 2 == 0 ? s->gates : s->prenet;
             const float *hx[SB_MAX_BATCH];
             float *gy[SB_MAX_BATCH];
             for (int e = 0; e < n; e++) {
-                hx[e] = k == 0 ? s->frame + (size_t)rows[e] * m->num_mels
-                               : s->prenet + (size_t)rows[e] * s->gmax;
-                gy[e] = (k % 2 == 0 ? s->gates : s->prenet) + (size_t)rows[e] * s->gmax;
+                hx[e] = k == 0 ? s->frame + (size_t)rows[e] * m->num_mels : in_buf + (size_t)rows[e] * s->gmax;
+                gy[e] = out_buf + (size_t)rows[e] * s->gmax;
             }
-            if (k % 2 == 1) /* reads the other buffer */
-                for (int e = 0; e < n; e++) hx[e] = s->gates + (size_t)rows[e] * s->gmax;
-            product(m->prenet_p[k], m->prenet_b[k], pin, size, hx, gy, n, t, nt);
+            product(m->prenet_w[k], m->prenet_b[k], pin, size, hx, gy, n, t, nt);
             int p0, p1;
             share_of((size + SB_CB - 1) / SB_CB, t, nt, 1, &p0, &p1);
             const int c0 = p0 * SB_CB, c1 = p1 * SB_CB < size ? p1 * SB_CB : size;
@@ -242,7 +241,7 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
             if (t == 0)
                 for (int e = 0; e < n; e++) h_in[e] = s->xin + ((size_t)rows[e] * L + k) * s->nmax;
 #pragma omp barrier
-            product(m->lstm_p[k], m->lstm_b[k], n_k, 4 * u, h_in, g_out, n, t, nt);
+            product(m->lstm_w[k], m->lstm_b[k], n_k, 4 * u, h_in, g_out, n, t, nt);
 #pragma omp barrier
             share_of(u, t, nt, 4, &lo, &hi);
             const int w = hi - lo;
@@ -263,7 +262,7 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
                 g_out[e] = s->query + (size_t)rows[e] * ((U + SB_CB - 1) / SB_CB * SB_CB);
             }
 #pragma omp barrier
-        product(m->query_p, NULL, u, U, h_in, g_out, n, t, nt);
+        product(m->query_w, NULL, u, U, h_in, g_out, n, t, nt);
 #pragma omp barrier
         for (int e = t; e < n; e += nt) {
             const int b = rows[e], K = m->kernel, pb = m->pad_before;
@@ -297,7 +296,7 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
         if (t == 0)
             for (int e = 0; e < n; e++) g_out[e] = s->gates + (size_t)rows[e] * s->gmax;
 #pragma omp barrier
-        product(m->proj_p, m->proj_b, u + D, m->proj_rows, h_in, g_out, n, t, nt);
+        product(m->proj_w, m->proj_b, u + D, m->proj_rows, h_in, g_out, n, t, nt);
 #pragma omp barrier
         for (int e = t; e < n; e += nt) {
             const int b = rows[e];

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers.call_counter import count_calls
 from tf_layers import _native
 from tf_layers.tacotron2_decoder import Tacotron2Decoder
 
@@ -15,17 +16,7 @@ SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_
 
 def count_native_calls(monkeypatch) -> list:
     """Counts the calls that ran in the native step: the list grows by one per such call."""
-    calls = []
-    run = _native.free_running
-
-    def spy(*args, **kwargs):
-        out = run(*args, **kwargs)
-        if out is not None:
-            calls.append(1)
-        return out
-
-    monkeypatch.setattr(_native, "free_running", spy)
-    return calls
+    return count_calls(monkeypatch, _native, "free_running", lambda out: out is not None)
 
 
 def sensitive_decoders(stop_bias: float, seed: int, batch: int, memory_seed, **overrides):

@@ -141,8 +141,10 @@ def stack_step(x, carried, cs, hs, w: LSTMStackWeights, z: float, keep_c=None, k
         else:
             inputs = tf.concat([x, hs[k]] if k > 0 or carried is None else [x, carried, hs[0]], -1)
             products.append(inputs)
-            bias = w.biases[k] if bias_gates is None or bias_gates[k] is None else bias_gates[k]
-            gates = tf.matmul(inputs, w.kernels[k]) + bias
+            if bias_gates is None or bias_gates[k] is None:  # BiasAdd: fused with the MatMul (see encoder_rnn)
+                gates = tf.nn.bias_add(tf.matmul(inputs, w.kernels[k]), w.biases[k])
+            else:
+                gates = tf.matmul(inputs, w.kernels[k]) + bias_gates[k]
         c_new, x = lstm_from_gates(gates, cs[k])
         new_c.append(zoneout(c_new, cs[k], z, None if keep_c is None else keep_c[k]))
         new_h.append(zoneout(x, hs[k], z, None if keep_h is None else keep_h[k]))

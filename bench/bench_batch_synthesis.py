@@ -40,11 +40,18 @@ the TF1 graph runs every entry until the whole batch stops (the longest sentence
 Targets (issue #23): ``synthesize_batch`` at B = 16 >= 6x the utterances/s of B = 1 one after the other (the faster
 of ``synthesize_batch`` and ``synthesize`` at batch 1) and >= 1.3x the TF1 graph at B = 16.
 
+The work bound printed beside the 6x target: whatever the batching, the 16 sentences need the products of
+:func:`product_macs` (a lower bound of the work); at the machine's float32 product peak (:func:`sgemm_peak`) B = 16
+cannot take less than their FLOP / peak, so B = 16 / B = 1 cannot exceed B = 1's time x peak / FLOP. Batching
+amortizes the weight reads of B = 1's bandwidth-bound decoder steps; it cannot amortize the compute-bound postnet and
+encoder, nor the decoder's products once they are compute-bound.
+
 ``python -m bench.bench_batch_synthesis [--quick]``; ``--quick`` (or ``BENCH_QUICK=1``): small model, short
 sentences, 1 round, 1 thread -- a smoke run, not a measurement.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
@@ -78,6 +85,47 @@ def workload(setting: dict) -> tuple[list[int], list[int]]:
     lengths = np.round(np.linspace(l0, l1, N)).astype(int)[np.random.default_rng(1).permutation(N)]
     steps = np.round(s0 + (lengths - l0) * (s1 - s0) / (l1 - l0)).astype(int)
     return lengths.tolist(), steps.tolist()
+
+
+def product_macs(hp, lengths: list[int], steps: list[int]) -> dict[str, float]:
+    """Multiply-accumulates of the products the 16 sentences need whatever the batching (no padding, each sentence
+    its own steps): the encoder (convolutions, both LSTM directions), every decoder step (pre-net, the LSTM stack,
+    attention query, location features and energies over the sentence's length, context, frame and stop
+    projections) and the postnet over the sentence's frames. Element-wise maths, the CBHG of ``predict_linear`` and
+    the batching's padding are left out: a lower bound of the work."""
+    r, m, u, a = hp.outputs_per_step, hp.num_mels, hp.decoder_lstm_units, hp.attention_dim
+    memory, k = hp.memory_size, hp.postnet_kernel_size
+    enc = (hp.enc_conv_num_layers * hp.enc_conv_channels ** 2 * hp.enc_conv_kernel_size  # (embedding = channels)
+           + 2 * (hp.enc_conv_channels + hp.encoder_lstm_units) * 4 * hp.encoder_lstm_units)
+    sizes = [m] + list(hp.prenet_layers)
+    prenet = sum(i * o for i, o in zip(sizes, sizes[1:]))
+    lstm = (sizes[-1] + memory + u) * 4 * u + (hp.decoder_layers - 1) * 2 * u * 4 * u
+    step = prenet + lstm + u * a + (u + memory) * (m * r + r)
+    per_position = hp.attention_filters * (hp.attention_kernel + a) + a + memory  # location conv + dense, v, context
+    channels = [m] + [hp.postnet_channels] * (hp.postnet_num_layers - 1) + [m]
+    post = sum(i * o * k for i, o in zip(channels, channels[1:]))
+    return {"encoder": enc * sum(lengths),
+            "decoder": sum(s * (step + per_position * n) for n, s in zip(lengths, steps)),
+            "postnet": post * r * sum(steps)}
+
+
+def sgemm_peak(threads: int, size: int = 2048, repeats: int = 5) -> float:
+    """The machine's float32 matrix-product rate (FLOP/s): the best of ``repeats`` numpy (OpenBLAS) products of two
+    ``size`` x ``size`` matrices, ``threads`` threads (OpenBLAS's own count without ``threadpoolctl``)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a dependency of scikit-learn (librosa), not of speechblocks
+        threadpool_limits = contextlib.nullcontext
+    g = np.random.default_rng(0)
+    a, b = (g.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+    best = float("inf")
+    with threadpool_limits(threads):
+        a @ b
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+    return 2 * size ** 3 / best
 
 
 def check(info: dict, steps: list[int], checks: dict) -> list[str]:
@@ -168,7 +216,14 @@ def main(argv=None):
                 srv.close()
 
     t = {p: statistics.median(v) for p, v in samples.items()}
+    macs = product_macs(hp, lengths, steps)
+    flop, peak = 2 * sum(macs.values()), sgemm_peak(threads)
     legacy = N / t[("legacy", "b16")]
+    print(f"work bound: the 16 sentences need >= {flop / 1e9:.1f} GFLOP of products whatever the batching "
+          f"(encoder {2 * macs['encoder'] / 1e9:.1f}, decoder steps {2 * macs['decoder'] / 1e9:.1f}, postnet "
+          f"{2 * macs['postnet'] / 1e9:.1f}; no padding, no element-wise maths); this machine's float32 product peak "
+          f"(numpy/OpenBLAS sgemm 2048^2, {threads} threads, best of 5) {peak / 1e9:.0f} GFLOP/s -> B=16 takes >= "
+          f"{flop / peak:.2f} s ({N * peak / flop:.1f} utt/s at most)", flush=True)
     print(f"TF1 graph B=16 (1 session.run, runs every entry until the whole batch stops: {max(steps)} steps): "
           f"{legacy:.2f} utt/s ({t[('legacy', 'b16')]:.2f} s)", flush=True)
     for side in ("keras", "torch"):
@@ -178,7 +233,8 @@ def main(argv=None):
         b1 = max(ups["b1"], ups["alone"])
         vs_b1, vs_tf1 = ups["b16"] / b1, ups["b16"] / legacy
         print(f"target {LABEL[side]} B=16 >= 6x B=1 one after the other (the faster B=1 form, {b1:.2f} utt/s): "
-              f"{vs_b1:.2f}x -> {'MET' if vs_b1 >= 6 else 'MISSED'}", flush=True)
+              f"{vs_b1:.2f}x -> {'MET' if vs_b1 >= 6 else 'MISSED'}; the most B=16 can be at the sgemm peak: "
+              f"{N / b1 * peak / flop:.1f}x (B=16 ran at {flop / t[(side, 'b16')] / peak:.0%} of it)", flush=True)
         print(f"target {LABEL[side]} B=16 >= 1.3x TF1 graph B=16: {vs_tf1:.2f}x -> "
               f"{'MET' if vs_tf1 >= 1.3 else 'MISSED'}", flush=True)
 

@@ -272,6 +272,22 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             memory = tf.concat([encoder_outputs, tf.tile(spk[:, None, :], tf.stack([1, tf.shape(memory)[1], 1]))], -1)
         return memory
 
+    def _memory_each(self, inputs, input_lengths, speaker_embeddings):
+        """Inference memory of a padded batch whose every row equals the row's sentence encoded alone (up to float
+        rounding): each encoder convolution reads zeros past the row's length, as the ``'same'`` padding of the
+        sentence alone does (:meth:`_memory` lets the convolutions read the padding, as the original batch does),
+        the LSTM honours the lengths, and the memory is zero past each length (the rows :meth:`synthesize_batch`
+        padded the sentences' memories with)."""
+        x = self.embedding(inputs)
+        inside = tf.sequence_mask(input_lengths, tf.shape(inputs)[1])[:, :, None]
+        for block in self.encoder_convolutions.blocks:
+            x = block(tf.where(inside, x, tf.zeros_like(x)), training=False)
+        memory = self.encoder_lstm(x, input_lengths, training=False)
+        if self.hparams.speaker_embedding_size:
+            spk = tf.cast(speaker_embeddings, memory.dtype)
+            memory = tf.concat([memory, tf.tile(spk[:, None, :], tf.stack([1, tf.shape(memory)[1], 1]))], -1)
+        return tf.where(inside, memory, tf.zeros_like(memory))
+
     def _postprocess(self, frames, training=False, postnet_masks=None):
         """Decoder frames ``(batch, steps, r * num_mels)`` -> ``decoder_outputs``, ``mel_outputs`` (postnet residual)
         and, with ``predict_linear``, ``linear_outputs``."""
@@ -387,11 +403,12 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         much longer; the kept frames would be the same.) A sentence leaves the loop at its stop: the steps after it
         run the sentences still going only (their decoder state and attention memory gathered at the steps at which
         some sentence stops). Rows never interact in the decoder: the attention masks
-        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
-        and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
-        sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
-        the step-by-step decoder loop, which is what the batch amortizes. In float32 on the CPU the loop is the
-        native batched step (:mod:`tf_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the graph loop).
+        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder runs once for
+        the batch, each convolution reading zeros past each sentence's length (what the sentence alone reads: the
+        original batch would let them read the padding), the memory zero past each length. The postnet (and CBHG)
+        runs per sentence on its own frames (batched, it would see the padding and cost the padded frames' work:
+        it is compute-bound). In float32 on the CPU the loop is the native batched step (:mod:`tf_layers._native`;
+        ``SPEECHBLOCKS_NATIVE=0``: the graph loop).
 
         Args:
             sequences: list of 1-D integer symbol-id sequences (lists or numpy arrays), each non-empty.
@@ -423,14 +440,12 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         dtype, e = self.decoder.compute_dtype, hp.speaker_embedding_size
         ids_spec, lengths_spec = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)
         if e:
-            encode = self._cached_function("_encode_fn", lambda i, n, s: self._memory(i, n, s, False, {}),
+            encode = self._cached_function("_encode_each_fn", self._memory_each,
                                            signature=[ids_spec, lengths_spec, tf.TensorSpec([None, e], tf.float32)])
         else:
-            encode = self._cached_function("_encode_fn", lambda i, n: self._memory(i, n, None, False, {}),
+            encode = self._cached_function("_encode_each_fn", lambda i, n: self._memory_each(i, n, None),
                                            signature=[ids_spec, lengths_spec])
-        t_max = ids.shape[1]
-        memory = tf.concat([tf.pad(encode(ids[k:k + 1, :n], lengths[k:k + 1], *([] if spk is None else [spk[k:k + 1]])),
-                                   [[0, 0], [0, t_max - int(n)], [0, 0]]) for k, n in enumerate(lengths)], 0)
+        memory = encode(ids, lengths, *([] if spk is None else [spk]))
         decode = self._cached_function(
             "_decode_each_progress_fn" if progress is not None else "_decode_each_fn",
             lambda m, n, i: self.decoder(m, n, max_iters=i, training=False), progress=progress is not None,

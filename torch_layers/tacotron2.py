@@ -252,6 +252,24 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             memory = torch.cat([memory, tiled], 2)
         return memory
 
+    @torch.jit.unused
+    def _memory_each(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor]) -> Tensor:
+        """Inference memory of a padded batch whose every row equals the row's sentence encoded alone (up to float
+        rounding): each encoder convolution reads zeros past the row's length, as the ``'same'`` padding of the
+        sentence alone does (:meth:`_memory` lets the convolutions read the padding, as the original batch does),
+        the LSTM honours the lengths, and the memory is zero past each length (the rows :meth:`synthesize_batch`
+        padded the sentences' memories with)."""
+        outside = (torch.arange(inputs.shape[1], device=inputs.device)[None, :] >= input_lengths[:, None])[:, :, None]
+        x = self.embedding(inputs)
+        for block in self.encoder_convolutions.blocks:
+            x = block(x.masked_fill(outside, 0.0), None)
+        memory = self._encoder_lstm_eager(x, input_lengths, None)
+        if speaker_embeddings is not None:
+            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(
+                inputs.shape[0], inputs.shape[1], self.speaker_embedding_size)
+            memory = torch.cat([memory, tiled], 2)
+        return memory.masked_fill(outside, 0.0)
+
     def _postprocess(self, frames: Tensor, post_masks: Optional[list[Tensor]]) -> dict[str, Tensor]:
         """Decoder frames ``(batch, steps, r * num_mels)`` -> ``decoder_outputs``, ``mel_outputs`` (postnet
         residual) and, with ``predict_linear``, ``linear_outputs``."""
@@ -332,10 +350,11 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         much longer; the kept frames would be the same.) A sentence leaves the loop at its stop: the steps after it
         run the sentences still going only (their decoder state and attention memory selected at the steps at which
         some sentence stops). Rows never interact in the decoder: the attention masks
-        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder convolutions
-        and the postnet/CBHG would see the padding and the other sentences' later frames, so the encoder runs per
-        sentence on its own ids and the postnet (and CBHG) per sentence on its own frames: both are cheap next to
-        the step-by-step decoder loop, which is what the batch amortizes. Runs in ``eval()`` under
+        the memory past each sentence's length (``mask_encoder``, on in both presets). The encoder runs once for
+        the batch, each convolution reading zeros past each sentence's length (what the sentence alone reads: the
+        original batch would let them read the padding), the memory zero past each length. The postnet (and CBHG)
+        runs per sentence on its own frames (batched, it would see the padding and cost the padded frames' work:
+        it is compute-bound). Runs in ``eval()`` under
         ``torch.no_grad()`` (the module's mode is restored); in float32 on the CPU the loop is the native batched
         step (:mod:`torch_layers._native`; ``SPEECHBLOCKS_NATIVE=0``: the TorchScript loop).
 
@@ -372,11 +391,7 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             spk = torch.as_tensor(spk, device=device)
         with _eval_no_grad(self):
             self._check_inputs(inputs, lengths_t, spk, None, int(limit))
-            memories = [self._memory(inputs[k:k + 1, :t], lengths_t[k:k + 1], None if spk is None else spk[k:k + 1],
-                                     None, None) for k, t in enumerate(lengths)]
-            memory = memories[0].new_zeros(n, ids.shape[1], memories[0].shape[2])
-            for k, t in enumerate(lengths):
-                memory[k, :t] = memories[k][0]
+            memory = self._memory_each(inputs, lengths_t, spk)
             with loop_options(progress=progress, stop_each=True):
                 frames, stop, alignments = self.decoder(memory, lengths_t, None, int(limit), None)
             steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)

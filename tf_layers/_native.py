@@ -4,8 +4,9 @@
 (float32 on the CPU, no injected zoneout masks, a ReLU pre-net, the library built): batch 1 in the batch-1 step
 (``decoder_step.c``), larger batches in the batched step (``decoder_batch.c``: the kernels packed once per call into
 column panels; the entries still running computed, each entry leaving at its own stop with ``stop_each``, as
-``Tacotron2.synthesize_batch`` asks, else the original's batch rule). The C steps read the Keras kernels in their own
-``(in, out)`` layout and TF1's gate order. The pre-net's dropout draws the numbers the graph loop draws:
+``Tacotron2.synthesize_batch`` asks, else the original's batch rule). The C steps read the Keras LSTM kernels in
+their own ``(in, out)`` layout and TF1's gate order (the batch-1 step the small dense kernels transposed per call,
+:func:`_dense_rows`). The pre-net's dropout draws the numbers the graph loop draws:
 ``tf.random.stateless_uniform`` of shape ``(entries running, size)`` with the seed of step ``t``, layer ``i``
 ``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call), made in chunks of steps.
 """
@@ -114,6 +115,17 @@ def _loop_arrays(decoder, memory, memory_lengths) -> dict:
         cumulate=att.cumulate_weights, stop_at_any=decoder.stop_at_any, threads=_threads())
 
 
+def _dense_rows(arrays: dict) -> dict:
+    """``arrays`` with the pre-net, query and projection kernels in the ``(out, in)`` row layout. At batch 1 the
+    step reads those small kernels (~2 MiB at RTVC sizes) with one dot product per output row; in the Keras
+    ``(in, out)`` layout each thread strides over every row for its share of the (few, unaligned) columns, which
+    cost the projections 4x their row-layout time (0.10 vs 0.03 ms a step in a phase profile). The copy is made
+    per call (~1 ms); the LSTM kernels (64 MiB) are read in place: their column layout streams within ~5 % of the
+    row layout."""
+    return dict(arrays, prenet_weights=[_array(w.T) for w in arrays["prenet_weights"]],
+                query_weight=_array(arrays["query_weight"].T), projection_weight=_array(arrays["projection_weight"].T))
+
+
 def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, stop_each: bool = False,
                  progress=None) -> Optional[tuple]:
     """The free-running loop of an eager ``Tacotron2Decoder`` call in the native step, or ``None`` when the call
@@ -144,7 +156,7 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
         keep = np.concatenate([_array(m[:, :max_iters]) for m in prenet_masks], 2)
     seed = tf.cast(pre.seed_generator.next(), tf.int32) if keep is None and pre.drop_rate > 0 else None
     if memory.shape[0] == 1:
-        loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=True, **arrays)
+        loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=False, **_dense_rows(arrays))
         draws = None if seed is None else _Draws(seed, sizes)
         frames, stop, alignments, _ = loop.run(max_iters, draws, None if keep is None else keep[0], progress)
         return (tf.constant(frames[None]), tf.constant(stop[None]),

@@ -45,19 +45,26 @@ def _decoder(seed: int = 0, stop_bias: float = -1.0, **overrides) -> Tacotron2De
     return dec
 
 
+def _call(monkeypatch, dec, memory, lengths, stop_each, native: str, seed=7, **kwargs) -> tuple:
+    """The call with ``SPEECHBLOCKS_NATIVE=native`` in ``memory``'s dtype (the decoder cast to it, then back to
+    float32), seeded with ``seed``: its outputs and the generator's state after it."""
+    monkeypatch.setenv("SPEECHBLOCKS_NATIVE", native)
+    dec.to(memory.dtype)
+    torch.manual_seed(seed)
+    with torch.inference_mode(), loop_options(stop_each=stop_each):
+        out = dec(memory, lengths, None, None, **kwargs)
+    dec.float()
+    monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
+    return out, torch.get_rng_state()
+
+
 def _three(monkeypatch, dec, memory, lengths, stop_each, seed=7, **kwargs):
     """The call through the native step, the TorchScript loop and the TorchScript loop in float64."""
     out = {}
     for key, env, dtype in (("native", "1", torch.float32), ("loop", "0", torch.float32),
                             ("reference", "0", torch.float64)):
-        monkeypatch.setenv("SPEECHBLOCKS_NATIVE", env)
-        dec.to(dtype)
-        torch.manual_seed(seed)
-        with torch.inference_mode(), loop_options(stop_each=stop_each):
-            out[key] = dec(memory.to(dtype), lengths, None, None, **kwargs)
-        out[key + " rng"] = torch.get_rng_state()
-    dec.float()
-    monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
+        out[key], out[key + " rng"] = _call(monkeypatch, dec, memory.to(dtype), lengths, stop_each, env, seed,
+                                            **kwargs)
     return out
 
 
@@ -84,16 +91,6 @@ def test_batched_native_equals_the_torchscript_loop(monkeypatch, counted, varian
     assert torch.equal(out["native rng"], out["loop rng"])  # as many draws, in the same order
 
 
-def _loop32(monkeypatch, dec, memory, lengths, stop_each, seed=7) -> tuple:
-    """The call through the float32 TorchScript loop alone."""
-    monkeypatch.setenv("SPEECHBLOCKS_NATIVE", "0")
-    torch.manual_seed(seed)
-    with torch.inference_mode(), loop_options(stop_each=stop_each):
-        out = dec(memory, lengths, None, None)
-    monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
-    return out
-
-
 def test_entries_stop_at_their_own_steps(monkeypatch, counted):
     # weights x3 over 50 steps: some trajectories amplify float32 rounding ~100x (seed 4: the float32 loop lands
     # 1.5e-5 from the float64 reference, and 4e-5 to 9e-5 for the memory one rounding away), so the native result is
@@ -107,7 +104,7 @@ def test_entries_stop_at_their_own_steps(monkeypatch, counted):
         steps = _stop_steps(out["loop"][1], dec.stop_at_any)
         assert _stop_steps(out["native"][1], dec.stop_at_any) == steps
         distinct = max(distinct, len(set(steps)))
-        near = [_loop32(monkeypatch, dec, memory * (1 + e), lengths, True) for e in (2.0 ** -23, -2.0 ** -23)]
+        near = [_call(monkeypatch, dec, memory * (1 + e), lengths, True, "0")[0] for e in (2.0 ** -23, -2.0 ** -23)]
         for a, b, c, *spread in zip(out["native"], out["loop"], out["reference"], *near):
             assert_as_accurate(a, b, c, rel=2e-6, spread=tuple(spread))
     assert distinct >= 3 and len(counted) == 6

@@ -6,7 +6,7 @@
 column panels; the entries still running computed, each entry leaving at its own stop with ``stop_each``, as
 ``Tacotron2.synthesize_batch`` asks, else the original's batch rule). The C steps read the Keras LSTM kernels in
 their own ``(in, out)`` layout and TF1's gate order (the batch-1 step the small dense kernels transposed per call,
-:func:`_dense_rows`). The pre-net's dropout draws the numbers the graph loop draws:
+``_loop_arrays(dense_rows=True)``). The pre-net's dropout draws the numbers the graph loop draws:
 ``tf.random.stateless_uniform`` of shape ``(entries running, size)`` with the seed of step ``t``, layer ``i``
 ``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call), made in chunks of steps.
 """
@@ -85,10 +85,18 @@ def qualifies(decoder, memory) -> bool:
             and memory.shape[1] >= 1 and native.library() is not None)
 
 
-def _loop_arrays(decoder, memory, memory_lengths) -> dict:
+def _loop_arrays(decoder, memory, memory_lengths, dense_rows: bool = False) -> dict:
     """The keyword arguments both native loops share: the decoder's kernels in their Keras ``(in, out)`` layout, the
     attention memory of the call ``(batch, T_in, ...)`` (keys with every constant bias folded in, the location
-    convolution and its dense as one kernel), the constants."""
+    convolution and its dense as one kernel), the constants.
+
+    ``dense_rows``: the pre-net, query and projection kernels in the ``(out, in)`` row layout instead (the batch-1
+    step's ``dense_cols=False``). At batch 1 the step reads those small kernels (~2 MiB at RTVC sizes) with one dot
+    product per output row; in the Keras layout each thread strides over every row for its share of a few unaligned
+    columns (the bench's profile: projections + stop 0.08-0.11 ms a step, 0.03 ms in rows). The transposed copies
+    cost ~0.5 ms a call; the LSTM kernels (64 MiB) stay in place: their column layout streams within 3-9 % of the row
+    layout (a C probe, 3 runs)."""
+    dense_kernel = (lambda k: _array(np.asarray(k).T)) if dense_rows else _array
     att, pre = decoder.attention, decoder.prenet
     lengths = memory_lengths if att.mask_encoder else None
     values, keys = att.process_memory(memory, lengths)
@@ -105,25 +113,14 @@ def _loop_arrays(decoder, memory, memory_lengths) -> dict:
     kernel = int(att.kernel_size)
     return dict(
         lstm_weights=[_array(k) for k in step.lstm.kernels], lstm_biases=[_array(b) for b in step.lstm.biases],
-        gates=native.TF1_GATES, prenet_weights=[_array(d.kernel) for d in pre.dense_layers],
-        prenet_biases=[_array(d.bias) for d in pre.dense_layers], query_weight=_array(a["query"]),
+        gates=native.TF1_GATES, prenet_weights=[dense_kernel(d.kernel) for d in pre.dense_layers],
+        prenet_biases=[_array(d.bias) for d in pre.dense_layers], query_weight=dense_kernel(a["query"]),
         location_weight=location, v_a=_array(a["v"]), keys=_array(_array(keys) + key_bias), values=_array(values),
-        score_bias=score_bias, projection_weight=_array(step.projection_kernel),
+        score_bias=score_bias, projection_weight=dense_kernel(step.projection_kernel),
         projection_bias=_array(step.projection_bias), num_mels=decoder.num_mels,
         frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,
         prenet_rate=float(pre.drop_rate), pad_before=(kernel - 1) // 2, smoothing=att.smoothing,
         cumulate=att.cumulate_weights, stop_at_any=decoder.stop_at_any, threads=_threads())
-
-
-def _dense_rows(arrays: dict) -> dict:
-    """``arrays`` with the pre-net, query and projection kernels in the ``(out, in)`` row layout. At batch 1 the
-    step reads those small kernels (~2 MiB at RTVC sizes) with one dot product per output row; in the Keras
-    ``(in, out)`` layout each thread strides over every row for its share of the (few, unaligned) columns, which
-    cost the projections 4x their row-layout time (0.10 vs 0.03 ms a step in a phase profile). The copy is made
-    per call (~1 ms); the LSTM kernels (64 MiB) are read in place: their column layout streams within ~5 % of the
-    row layout."""
-    return dict(arrays, prenet_weights=[_array(w.T) for w in arrays["prenet_weights"]],
-                query_weight=_array(arrays["query_weight"].T), projection_weight=_array(arrays["projection_weight"].T))
 
 
 def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, stop_each: bool = False,
@@ -150,13 +147,14 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
         return None
     pre = decoder.prenet
     sizes = tuple(int(s) for s in pre.layers_sizes)
-    arrays = _loop_arrays(decoder, memory, memory_lengths)
+    batch_one = memory.shape[0] == 1
+    arrays = _loop_arrays(decoder, memory, memory_lengths, dense_rows=batch_one)
     keep = None
     if prenet_masks is not None:
         keep = np.concatenate([_array(m[:, :max_iters]) for m in prenet_masks], 2)
     seed = tf.cast(pre.seed_generator.next(), tf.int32) if keep is None and pre.drop_rate > 0 else None
-    if memory.shape[0] == 1:
-        loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=False, **_dense_rows(arrays))
+    if batch_one:
+        loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=False, **arrays)
         draws = None if seed is None else _Draws(seed, sizes)
         frames, stop, alignments, _ = loop.run(max_iters, draws, None if keep is None else keep[0], progress)
         return (tf.constant(frames[None]), tf.constant(stop[None]),

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from .stop_rule import batch_fired
+
 __all__ = ["LiteRTTacotron2"]
 
 FORMAT = "speechblocks-litert-tacotron2/1"
@@ -184,8 +186,7 @@ class LiteRTTacotron2:
             stops.append(out["stop"])
             alignments.append(out["alignments"])
             frame = out["frames"][:, -m["num_mels"]:]
-            done = np.all(np.round(out["stop"]) == 1.0, axis=0)  # (r,): every batch entry at that frame
-            if done.any() if m["stop_at_any"] else done.all():
+            if batch_fired(out["stop"], m["stop_at_any"]):
                 break
         post = self._models["postnet"](frames=np.stack(frames, 1))
         return dict(decoder_outputs=post["decoder_outputs"], mel_outputs=post["mel_outputs"],

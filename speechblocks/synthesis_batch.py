@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stop_rule import stop_steps
+
 __all__ = ["check_progress", "pad_sequences", "speaker_rows", "stop_steps"]
 
 
@@ -50,13 +52,3 @@ def speaker_rows(speaker_embeddings, n: int, block: str) -> np.ndarray | None:
         raise ValueError(f"{block}: argument `speaker_embeddings` must have shape (len(sequences)={n}, "
                          f"speaker_embedding_size) or (speaker_embedding_size,); got shape {e.shape}.")
     return np.array(e)  # contiguous and writable
-
-
-def stop_steps(stop, stop_at_any: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per entry of ``stop`` ``(batch, steps, r)`` (probabilities): ``(steps, fired)`` -- the first step at which its
-    own stop rule fires (round to 1, half to even as ``tf.round``/``torch.round``; any/all of the ``r`` frames),
-    counted with that step, or every step when it never fires."""
-    fired = np.round(np.asarray(stop, np.float32)) == 1.0
-    fired = fired.any(-1) if stop_at_any else fired.all(-1)
-    stopped = fired.any(1)
-    return np.where(stopped, fired.argmax(1) + 1, fired.shape[1]), stopped

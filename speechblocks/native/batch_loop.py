@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..stop_rule import batch_fired
 from ._fields import _F, MAX_LAYERS, _ptr, _set_fields
 
 __all__ = ["BatchDecoderLoop"]
@@ -194,8 +195,7 @@ class BatchDecoderLoop:
                     break
                 running = np.ascontiguousarray(running[~left])
             else:
-                every = np.all(np.rint(stop) == 1.0, axis=0)  # (r,): the frame's stop in every entry
-                if every.any() if m.stop_at_any else every.all():
+                if batch_fired(stop, m.stop_at_any):
                     finished = True
                     break
         return (projected[:, :steps, :m.frame_size], projected[:, :steps, m.frame_size:], alignments[:, :steps],

@@ -65,8 +65,8 @@ from .guided_attention import DEFAULT_SIGMA, add_guided_attention_weights
 from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
 from .schedule import learning_rate
 
-__all__ = ["RUN_FORMAT", "StepResult", "TrainOptions", "TrainResult", "TrainingDivergedError", "step_seed",
-           "train", "utterance_id"]
+__all__ = ["RUN_FORMAT", "StepResult", "TrainOptions", "TrainResult", "TrainingDivergedError", "guided_attention",
+           "read_run", "step_seed", "train", "utterance_id"]
 
 RUN_FORMAT = "speechblocks.train.run"
 #: hparams a resumed run may change (they change no number of the training)
@@ -191,7 +191,12 @@ def _full_hparams(base, model_hp: Tacotron2HParams | None, overrides: dict) -> d
     return {k: _json_value(v) for k, v in full.items()}
 
 
-def _read_run(run_dir: str) -> dict | None:
+def read_run(run_dir: str) -> dict | None:
+    """The ``run.json`` of the run folder ``run_dir`` (``None``: no run there yet).
+
+    Raises:
+        UsageError: a non-empty folder without ``run.json``, or a ``run.json`` that is not a training run's.
+    """
     path = os.path.join(run_dir, "run.json")
     if not os.path.exists(path):
         if os.path.isdir(run_dir) and os.listdir(run_dir):
@@ -229,8 +234,12 @@ def _resumed_hparams(run_dir: str, info: dict, options: TrainOptions, framework:
     return stored
 
 
-def _guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
-    """The guided-attention term of this invocation: ``{"weight", "sigma"}`` or ``None`` (off)."""
+def guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
+    """The guided-attention term of this invocation: ``{"weight", "sigma"}`` or ``None`` (off).
+
+    Raises:
+        UsageError: a weight that is not finite and >= 0, a sigma that is not > 0, or a sigma without a weight.
+    """
     stored = (info or {}).get("guided_attention") or {}
     weight = options.guided_attention if options.guided_attention is not None else stored.get("weight")
     sigma = options.guided_attention_sigma if options.guided_attention_sigma is not None else \
@@ -244,6 +253,11 @@ def _guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
             raise UsageError("--guided-attention-sigma needs --guided-attention WEIGHT (the term is off)")
         return None
     return {"weight": float(weight), "sigma": float(sigma)}
+
+
+# the names ``speechblocks/cli.py`` still calls (until it switches to the public ones)
+_read_run = read_run
+_guided_attention = guided_attention
 
 
 def _write_json(path: str, value: dict) -> None:
@@ -348,7 +362,7 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
             and not os.path.exists(options.source + ".index"):
         raise UsageError(f"--from {options.source!r} does not exist")
     framework = backend_cls.framework
-    info = _read_run(run_dir)
+    info = read_run(run_dir)
     latest = None
     if info is not None:
         hp_full = _resumed_hparams(run_dir, info, options, framework)
@@ -393,7 +407,7 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
             if adam is not None:
                 trainer.load_optimizer_state(*adam)
     hp_full = {k: _json_value(v) for k, v in hp_full.items()}
-    guided = _guided_attention(options, info)
+    guided = guided_attention(options, info)
     if world > 1 and int(hp_full["tacotron_batch_size"]) < world:
         raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {world} "
                          f"data-parallel processes (each reads its rows of the global batch)")

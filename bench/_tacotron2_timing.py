@@ -145,13 +145,15 @@ def _keras(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: i
 
     runs = {"synth": lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=steps),
             "short": lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=1),
+            # the call a Keras user makes as often as synthesize: the model called eagerly
+            "call": lambda: model(data["ids"], data["lengths"], data["spk"], max_iters=steps),
             "train": train}
     model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS)
     with native.phase_profile() as phases:
         ops = _keras_op_times(
             lambda: model.synthesize(data["ids"], data["lengths"], data["spk"], max_iters=PROFILE_STEPS))
     info["profile"] = _top_ops({**ops, **_native_phase_ms(phases)}, PROFILE_STEPS)
-    return runs, {"synth": 2, "short": 2, "train": 1 if "train_note" in info else 0}, info
+    return runs, {"synth": 2, "short": 2, "call": 2, "train": 1 if "train_note" in info else 0}, info
 
 
 def _keras_op_times(run) -> dict:
@@ -329,7 +331,7 @@ def _legacy(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: 
     save(train_sess, graph, train_vars, cfg["checkpoints"]["train"])
     fetches = [train_op, loss]
     runs = {"synth": lambda: sess.run(out), "short": lambda: sess.run(out, {cap: 1}),
-            "train": lambda: train_sess.run(fetches)}
+            "call": lambda: sess.run(out), "train": lambda: train_sess.run(fetches)}
     # per-op profile: the kernels' times of one run from the session's step stats, by op type
     for _ in range(2):
         sess.run(out, {cap: PROFILE_STEPS})
@@ -341,7 +343,7 @@ def _legacy(cfg: dict, weights: dict, train_weights: dict, data: dict, threads: 
         for node in device.node_stats:
             kind = node.timeline_label.split("(", 1)[0].split(" = ", 1)[-1].strip() or node.node_name
             ops[kind] = ops.get(kind, 0.0) + (node.op_end_rel_micros - node.op_start_rel_micros) / 1e3
-    return runs, {"synth": 2, "short": 2, "train": 1}, {"profile": _top_ops(ops, PROFILE_STEPS)}
+    return runs, {"synth": 2, "short": 2, "call": 2, "train": 1}, {"profile": _top_ops(ops, PROFILE_STEPS)}
 
 
 def main(argv=None) -> int:

@@ -158,12 +158,12 @@ def check_outputs(paths: dict) -> list[str]:
 
 
 def method_line() -> str:
-    return (f"method: each side in its own clean subprocess (Keras Tacotron2.synthesize / train_on_batch; torch "
-            f"Tacotron2.eval() under inference_mode / an ordinary train() loop step; TF1 while_loop graph by "
-            f"session.run with TF_USE_LEGACY_KERAS=1, inputs held in graph variables), {THREADS} intra-op + {THREADS} "
-            f"inter-op threads each, identical weights (stop bias -1e3) and seed-0 inputs, prenet dropout on; "
-            f"2 (synthesis) / 1 (training) warm-up calls, then {SYNTH_ROUNDS} (synthesis) / {TRAIN_ROUNDS} "
-            f"(training) rounds of one call per side in rotating order; median per call")
+    return (f"method: each side in its own clean subprocess (Keras Tacotron2.synthesize and model(...) eagerly / "
+            f"train_on_batch; torch Tacotron2.eval() under inference_mode / an ordinary train() loop step; TF1 "
+            f"while_loop graph by session.run with TF_USE_LEGACY_KERAS=1, inputs held in graph variables), "
+            f"{THREADS} intra-op + {THREADS} inter-op threads each, identical weights (stop bias -1e3) and seed-0 "
+            f"inputs, prenet dropout on; 2 (synthesis) / 1 (training) warm-up calls, then {SYNTH_ROUNDS} (synthesis) "
+            f"/ {TRAIN_ROUNDS} (training) rounds of one call per side in rotating order; median per call")
 
 
 def _ratio_line(what: str, t: dict) -> str:
@@ -212,6 +212,7 @@ def main():
                 print(line, flush=True)
             synth = interleaved(servers, "synth", SYNTH_ROUNDS, between=sample_floor)
             short = interleaved(servers, "short", SYNTH_ROUNDS)
+            call = interleaved({k: servers[k] for k in ("keras", "legacy")}, "call", SYNTH_ROUNDS)
             train = interleaved(servers, "train", TRAIN_ROUNDS)
         finally:
             for srv in servers.values():
@@ -220,6 +221,9 @@ def main():
     steps = SYNTH["steps"]
     print(_ratio_line(f"synthesis B={SYNTH['batch']} {SYNTH['symbols']} symbols {steps} steps (stop disabled, prenet "
                       f"dropout on)", synth), flush=True)
+    print(f"Keras model(...) called eagerly, the same synthesis: {call['keras']:.3f} s "
+          f"({call['keras'] / call['legacy']:.2f}x TF1 graph {call['legacy']:.3f} s; synthesize "
+          f"{synth['keras'] / synth['legacy']:.2f}x)", flush=True)
     print(_ratio_line(f"training step B={TRAIN['batch']} {TRAIN['symbols']} symbols {TRAIN['frames']} frames "
                       f"(forward + loss + gradients + Adam, clipnorm 1.0)", train), flush=True)
     for side in SIDES:

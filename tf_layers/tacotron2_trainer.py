@@ -12,10 +12,11 @@ import numpy as np
 import tensorflow as tf
 
 from speechblocks.tacotron2_hparams import Tacotron2HParams
+from speechblocks.training.backend import StepResult
 from speechblocks.training.checkpoint_files import write_keras_model_file
 from speechblocks.training.guided_attention import BATCH_KEY as GUIDED_KEY
 from speechblocks.training.noise import draw_noise_masks
-from speechblocks.training.run import StepResult
+from speechblocks.training.optimizer_slots import framework_moments, tf1_slots
 
 from .tacotron2 import Tacotron2
 from .tacotron2_loss import guided_attention_loss, tacotron2_loss
@@ -98,6 +99,7 @@ class Tacotron2Trainer:
                                                    beta_1=hp.tacotron_adam_beta1, beta_2=hp.tacotron_adam_beta2,
                                                    epsilon=hp.tacotron_adam_epsilon)
             self.optimizer.build(self._variables)
+        self._moments = self._slot_variables()
         self._step_fns: dict = {}  # one trace per batch structure (its keys: e.g. with guided-attention weights)
         self._grad_fns: dict = {}
         self._apply_fn = None
@@ -112,6 +114,12 @@ class Tacotron2Trainer:
 
         strategy = mirrored_strategy(replicas) if strategy is None else strategy
         return type(cls.__name__, (cls,), {"strategy": strategy, "__doc__": cls.__doc__})
+
+    @classmethod
+    def distribution(cls) -> None:
+        """``None``: a Keras trainer runs in one process (its data-parallel form, :meth:`mirrored`, runs every
+        replica in this process)."""
+        return None
 
     @classmethod
     def _scope(cls):
@@ -226,9 +234,22 @@ class Tacotron2Trainer:
         applied = tf.cond(finite, update, lambda: tf.constant(False))
         return losses, norm, applied
 
-    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int) -> StepResult:
+    def train_step(self, batch: Mapping[str, np.ndarray], learning_rate: float, seed: int,
+                   rows: tuple[int, int] | None = None) -> StepResult:
         """One optimizer step on ``batch`` (:func:`speechblocks.training.prepare_batch`'s dict) with the given
-        learning rate; the update is not applied when the loss is not finite."""
+        learning rate; the update is not applied when the loss is not finite.
+
+        Args:
+            rows (tuple[int, int], optional): ``(first row, global batch size)`` of ``batch``: one process runs
+                every row of the global batch here (:meth:`mirrored` shares them among its replicas), so only
+                ``(0, len(batch))``. (Default: the batch is the global batch)
+
+        Raises:
+            ValueError: ``rows`` naming part of a global batch (several processes: the torch backend's form).
+        """
+        if rows is not None and (int(rows[0]), int(rows[1])) != (0, int(batch["inputs"].shape[0])):
+            raise ValueError(f"rows={tuple(rows)}: the Keras trainer steps whole global batches in one process "
+                             f"(data-parallel: Tacotron2Trainer.mirrored())")
         masks, noise = self._noise(batch, seed)
         rate = tf.constant(learning_rate, tf.float32)
         self._reseed(seed)
@@ -292,43 +313,46 @@ class Tacotron2Trainer:
         framework reads it)."""
         write_keras_model_file(path, self.hparams, self.model.tf1_weights(), source)
 
+    def _slot_variables(self) -> dict[str, tuple]:
+        """Each trainable variable's Adam slots ``(m, v)`` by TF1 name, found by their public paths: Keras 3's Adam
+        names them ``<optimizer name>/<variable path, "/" -> "_">_momentum`` and ``..._velocity``."""
+        by_path: dict = {}
+        for v in self.optimizer.variables:
+            by_path.setdefault(v.path, []).append(v)
+        out = {}
+        for name, spec in self._bindings.items():
+            stem = f"{self.optimizer.name}/{spec.variable.path.replace('/', '_')}"
+            pair = [by_path.get(f"{stem}_{kind}", []) for kind in ("momentum", "velocity")]
+            if any(len(found) != 1 for found in pair):
+                raise RuntimeError(f"the optimizer holds no single Adam slot pair of {spec.variable.path!r} (by "
+                                   f"path {stem}_momentum / _velocity)")
+            out[name] = (pair[0][0], pair[1][0])
+        return out
+
     def _slots(self, var):
-        index = self.optimizer._get_variable_index(var)
-        return self.optimizer._momentums[index], self.optimizer._velocities[index]
+        """The Adam slot variables ``(m, v)`` of the trainable variable ``var``."""
+        (name,) = [n for n, spec in self._bindings.items() if spec.variable is var]
+        return self._moments[name]
 
     def optimizer_state(self) -> tuple[int, dict[str, np.ndarray]]:
         """``(updates, slots)``: the update count and ``{"<TF1 name>/Adam": m, "<TF1 name>/Adam_1": v}`` in TF1
-        layout (empty before the first update)."""
+        layout (empty before the first update; :func:`speechblocks.training.optimizer_slots.tf1_slots`)."""
         updates = int(self.optimizer.iterations.numpy())
         if updates == 0:
             return 0, {}
-        slots = {}
-        for name, spec in self._bindings.items():
-            for slot, value in zip(("Adam", "Adam_1"), self._slots(spec.variable)):
-                array = np.array(value.numpy())
-                slots[f"{name}/{slot}"] = spec.to_tf1(array) if spec.to_tf1 is not None else array
-        return updates, slots
+        moments = {name: (m.numpy(), v.numpy()) for name, (m, v) in self._moments.items()}
+        return updates, tf1_slots(moments, self._bindings)
 
     def load_optimizer_state(self, updates: int, slots: Mapping[str, np.ndarray]) -> None:
-        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name).
+        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name); no slots: zero moments.
 
         Raises:
             ValueError: slots of some variables only, or of the wrong shape.
         """
         self.optimizer.iterations.assign(int(updates))
-        if not slots:
-            for spec in self._bindings.values():
-                for value in self._slots(spec.variable):
-                    value.assign(np.zeros(value.shape, np.float32))
-            return
-        missing = [n for n in self._bindings if f"{n}/Adam" not in slots or f"{n}/Adam_1" not in slots]
-        if missing:
-            raise ValueError(f"optimizer state: no Adam slots for {len(missing)} variable(s), e.g. {missing[0]!r}.")
-        for name, spec in self._bindings.items():
-            for slot, target in zip(("Adam", "Adam_1"), self._slots(spec.variable)):
-                value = np.asarray(slots[f"{name}/{slot}"], dtype=np.float32)
-                value = spec.from_tf1(value) if spec.from_tf1 is not None else value
-                if tuple(value.shape) != tuple(target.shape):
-                    raise ValueError(f"optimizer state: slot {name}/{slot} has shape {list(value.shape)}, the "
-                                     f"variable {list(target.shape)}.")
+        shapes = {name: tuple(spec.variable.shape) for name, spec in self._bindings.items()}
+        moments = framework_moments(slots, self._bindings, shapes)
+        for name, targets in self._moments.items():
+            values = moments.get(name) or [np.zeros(t.shape, np.float32) for t in targets]
+            for target, value in zip(targets, values):
                 target.assign(value)

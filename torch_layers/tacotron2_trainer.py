@@ -14,10 +14,11 @@ from speechblocks.atomic_files import atomic_path
 from speechblocks.errors import UsageError
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
+from speechblocks.training.backend import StepResult
 from speechblocks.training.checkpoint_files import torch_model_payload
 from speechblocks.training.guided_attention import BATCH_KEY as GUIDED_KEY
 from speechblocks.training.noise import draw_noise_masks, noise_mask_rows
-from speechblocks.training.run import StepResult
+from speechblocks.training.optimizer_slots import framework_moments, tf1_slots
 
 from .collectives import is_distributed
 from .distributed import set_sync_batch_norm
@@ -382,37 +383,26 @@ class Tacotron2Trainer:
 
     def optimizer_state(self) -> tuple[int, dict[str, np.ndarray]]:
         """``(updates, slots)``: the update count and ``{"<TF1 name>/Adam": m, "<TF1 name>/Adam_1": v}`` in TF1
-        layout (empty before the first update)."""
-        slots = {}
+        layout (empty before the first update; :func:`speechblocks.training.optimizer_slots.tf1_slots`)."""
+        moments = {}
         for name, var in self._bindings.items():
             state = self.optimizer.state.get(var.tensor)
-            if not state:
-                continue
-            for slot, key in (("Adam", "m"), ("Adam_1", "v")):
-                value = state[key].detach().cpu().numpy().copy()
-                slots[f"{name}/{slot}"] = var.to_tf1(value) if var.to_tf1 is not None else value
-        return self.optimizer.updates, slots
+            if state:
+                moments[name] = (state["m"].detach().cpu().numpy(), state["v"].detach().cpu().numpy())
+        return self.optimizer.updates, tf1_slots(moments, self._bindings)
 
     def load_optimizer_state(self, updates: int, slots: Mapping[str, np.ndarray]) -> None:
-        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name).
+        """Restore :meth:`optimizer_state` (also a TF1 checkpoint's slots by TF1 name); no slots: zero moments
+        (:class:`TF1Adam` starts them at the next step).
 
         Raises:
             ValueError: slots of some variables only, or of the wrong shape.
         """
         self.optimizer.updates = int(updates)
         self.optimizer.state.clear()
-        if not slots:
-            return
-        missing = [n for n in self._bindings if f"{n}/Adam" not in slots or f"{n}/Adam_1" not in slots]
-        if missing:
-            raise ValueError(f"optimizer state: no Adam slots for {len(missing)} variable(s), e.g. {missing[0]!r}.")
-        for name, var in self._bindings.items():
-            state = {}
-            for slot, key in (("Adam", "m"), ("Adam_1", "v")):
-                value = np.asarray(slots[f"{name}/{slot}"], dtype=np.float32)
-                value = var.from_tf1(value) if var.from_tf1 is not None else value
-                if tuple(value.shape) != tuple(var.tensor.shape):
-                    raise ValueError(f"optimizer state: slot {name}/{slot} has shape {list(value.shape)}, the "
-                                     f"variable {list(var.tensor.shape)}.")
-                state[key] = torch.from_numpy(np.ascontiguousarray(value)).to(var.tensor)
-            self.optimizer.state[var.tensor] = state
+        shapes = {name: tuple(var.tensor.shape) for name, var in self._bindings.items()}
+        moments = framework_moments(slots, self._bindings, shapes)
+        for name, (m, v) in moments.items():
+            tensor = self._bindings[name].tensor
+            self.optimizer.state[tensor] = {key: torch.from_numpy(np.ascontiguousarray(value)).to(tensor)
+                                            for key, value in (("m", m), ("v", v))}

@@ -8,19 +8,16 @@ incremented; every ``tacotron_summary_interval`` steps scalars to a TensorBoard 
 ``tacotron_eval_interval`` steps the test batches' losses, an alignment and mel plot and a Griffin-Lim wav of one
 test sentence, every ``tacotron_checkpoint_interval`` steps (and when the run stops) a checkpoint.
 
-A backend (``torch_layers.Tacotron2Trainer``, ``tf_layers.Tacotron2Trainer``) implements:
+The framework comes from a trainer backend (``torch_layers.Tacotron2Trainer``, ``tf_layers.Tacotron2Trainer``):
+:class:`~speechblocks.training.backend.TrainerBackend` is its contract (both trainers are held to its signatures by
+``tests/test_tacotron2_twin_contract.py``); the Adam slots cross it as numpy arrays in TF1's names and layout
+(:mod:`speechblocks.training.optimizer_slots`).
 
-* class attributes ``framework`` (``"torch"``/``"keras"``) and ``model_suffix`` (``".pt"``/``".weights.h5"``);
-* class methods ``new(hparams, seed)``, ``from_model_file(path, hparams)``, ``from_tf1_checkpoint(path, hparams)``
-  (returning a trainer);
-* optionally a class method ``distribution()`` returning ``None`` (one process) or the data-parallel processes
-  this one belongs to (``rank``, ``world_size``, ``barrier()``, ``max(list of ints)``, ``close()``), as the torch
-  backend under ``torchrun``;
-* ``hparams`` (the model's :class:`~speechblocks.Tacotron2HParams`), ``train_step(batch, learning_rate, seed) ->
-  StepResult`` (data-parallel: ``train_step(batch, learning_rate, seed, rows)`` with the rank's rows of the global
-  batch and ``rows = (first row, global batch size)``), ``evaluate(batch, seed) -> (losses, mel_outputs, alignments)``,
-  ``teacher_forced(batch, max_iters) -> mel_outputs``, ``save_model(path)``,
-  ``optimizer_state() -> (updates, {slot name: array})``, ``load_optimizer_state(updates, slots)``.
+The code: :func:`train` resolves the run (:func:`_resolve_run`: the options checked, ``run.json`` and the last
+checkpoint read, the hparams, the trainer and its optimizer state), prepares the data (:func:`_prepare_data`: the
+split, the sampler at the run's position, the test batches), records the run (:func:`_record_run`) and runs the
+loop (:func:`_run_steps`: one :func:`_step` at a time) with its :class:`TrainingHook` s: ``on_step``, the progress
+line, the summaries (TensorBoard), the evaluation, the checkpoints and the signals.
 
 The run folder ``RUN``::
 
@@ -58,11 +55,13 @@ import numpy as np
 from ..atomic_files import atomic_path
 from ..errors import UsageError
 from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
+from .backend import Distribution, StepResult, TrainerBackend
 from .batches import pad_batch, prepare_batch, shard_rows
 from .checkpoint_files import read_state, write_state
 from .examples import check_example_files, load_example
 from .guided_attention import DEFAULT_SIGMA, add_guided_attention_weights
 from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
+from .optimizer_slots import read_tf1_adam_state
 from .schedule import learning_rate
 
 __all__ = ["RUN_FORMAT", "StepResult", "TrainOptions", "TrainResult", "TrainingDivergedError", "guided_attention",
@@ -78,24 +77,6 @@ EVAL_GRIFFIN_LIM_ITERS = 8
 
 class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite; the update was not applied (the last checkpoint is intact)."""
-
-
-@dataclasses.dataclass
-class StepResult:
-    """What a backend's ``train_step`` returns.
-
-    Attributes:
-        losses (dict[str, float]): ``before_loss, after_loss, stop_token_loss, linear_loss, regularization_loss,
-            loss``.
-        grad_norm (float): the global norm of the gradients before clipping.
-        applied (bool): whether the update was applied (False when the loss is not finite).
-        learning_rate (float, optional): the rate of the update (set by the training loop).
-    """
-
-    losses: dict
-    grad_norm: float
-    applied: bool = True
-    learning_rate: float | None = None
 
 
 @dataclasses.dataclass
@@ -273,28 +254,7 @@ def _latest(run_dir: str) -> dict | None:
         return json.load(f)
 
 
-# -- the training loop ----------------------------------------------------------------------------------
-class _Stop:
-    """SIGINT/SIGTERM handlers that record the signal; the loop finishes its step, checkpoints and stops."""
-
-    def __init__(self, enabled: bool):
-        self.signal: int | None = None
-        self._saved = {}
-        if enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self._saved[sig] = signal.signal(sig, self._handle)
-                except ValueError:  # not the main thread
-                    pass
-
-    def _handle(self, signum, frame):
-        self.signal = signum
-
-    def restore(self):
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
-
-
+# -- resolving the run ---------------------------------------------------------------------------------------
 class _Progress:
     def __init__(self, enabled: bool, stream=None):
         self.stream = stream or sys.stderr
@@ -314,17 +274,411 @@ class _Progress:
             self.stream.flush()
 
 
-def _load_examples(entries, data_dir, hp_full, n_symbols):
-    examples = [load_example(e, data_dir, hp_full, n_symbols=n_symbols) for e in entries]
-    return prepare_batch(examples, hp_full, n_symbols=n_symbols)
+@dataclasses.dataclass
+class _Run:
+    """A resolved run: its folders, hparams, trainer and the state it continues from."""
+
+    data_dir: str
+    run_dir: str
+    framework: str
+    info: dict | None  # run.json (None: a new run)
+    latest: dict | None  # checkpoints/latest.json (None: no checkpoint yet)
+    hp_full: dict
+    model_hp: Tacotron2HParams
+    trainer: TrainerBackend
+    start_step: int
+    seed: int
+    sampler_state: dict | None  # the data order to continue (None: from its start)
+    guided: dict | None  # the guided-attention term (None: off)
+    progress: _Progress
+    ranks: Distribution | None  # the data-parallel processes (None: one process)
+
+    @property
+    def rank(self) -> int:
+        return 0 if self.ranks is None else int(self.ranks.rank)
+
+    @property
+    def world(self) -> int:
+        return 1 if self.ranks is None else int(self.ranks.world_size)
+
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the run folder (rank 0)."""
+        return self.rank == 0
+
+
+def _check_options(options: TrainOptions) -> tuple[str, str]:
+    """The absolute DATA and RUN folders; the options' mistakes refused before anything is read."""
+    data_dir, run_dir = os.path.abspath(options.data), os.path.abspath(options.run)
+    if not os.path.isfile(os.path.join(data_dir, "train.txt")):
+        raise UsageError(f"DATA {options.data!r} holds no train.txt (run `speechblocks preprocess` first)")
+    if options.steps is not None and options.steps < 1:
+        raise UsageError(f"--steps must be >= 1; got {options.steps}")
+    if options.source is not None and not os.path.exists(options.source) \
+            and not os.path.exists(options.source + ".index"):
+        raise UsageError(f"--from {options.source!r} does not exist")
+    return data_dir, run_dir
+
+
+def _resolve_run(backend_cls, options: TrainOptions, ranks: Distribution | None) -> _Run:
+    """The run of this invocation: ``run.json`` and the last checkpoint read (by every rank before rank 0 writes),
+    the hparams, the trainer with its optimizer state, the seed and the data order to continue from."""
+    data_dir, run_dir = _check_options(options)
+    framework = backend_cls.framework
+    info = read_run(run_dir)
+    hp_full = _resumed_hparams(run_dir, info, options, framework) if info is not None else None
+    latest = _latest(run_dir) if info is not None else None
+    if ranks is not None:
+        ranks.barrier()  # every rank has read the run folder before rank 0 writes to it
+    progress = _Progress(options.progress and (ranks is None or int(ranks.rank) == 0))
+    sampler_state = None
+    if latest is not None:
+        trainer, model_hp, start_step, seed, sampler_state = _resume_trainer(backend_cls, run_dir, info, latest,
+                                                                             hp_full)
+        progress.say(f"resuming {run_dir} at step {start_step} ({latest['model']})")
+    else:
+        trainer, hp_full, model_hp, start_step, seed = _start_trainer(backend_cls, options, hp_full)
+    hp_full = {k: _json_value(v) for k, v in hp_full.items()}
+    run = _Run(data_dir, run_dir, framework, info, latest, hp_full, model_hp, trainer, start_step, seed,
+               sampler_state, guided_attention(options, info), progress, ranks)
+    if run.world > 1 and int(hp_full["tacotron_batch_size"]) < run.world:
+        raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {run.world} "
+                         f"data-parallel processes (each reads its rows of the global batch)")
+    return run
+
+
+def _resume_trainer(backend_cls, run_dir: str, info: dict, latest: dict, hp_full: dict) -> tuple:
+    """The trainer of the run's last checkpoint with its optimizer state: ``(trainer, model hparams, global step,
+    seed, sampler state)``."""
+    model_hp = resolve_hparams(hp_full, info.get("n_symbols"))
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    trainer = backend_cls.from_model_file(os.path.join(ckpt_dir, latest["model"]), model_hp)
+    meta, slots = read_state(os.path.join(ckpt_dir, latest["state"]))
+    start_step = int(meta["global_step"])
+    trainer.load_optimizer_state(int(meta["adam_updates"]), slots)
+    return trainer, model_hp, start_step, int(meta["seed"]), meta["sampler"]
+
+
+def _start_trainer(backend_cls, options: TrainOptions, hp_full: dict | None) -> tuple:
+    """The trainer of a run without a checkpoint: a new model, or ``--from``'s with its global step and Adam state.
+    ``hp_full``: a run folder's hparams (``None``: from the options). Returns ``(trainer, hp_full, model hparams,
+    global step, seed)``."""
+    wanted = dict(options.overrides)
+    if options.batch_size is not None:
+        wanted["tacotron_batch_size"] = int(options.batch_size)
+    start_step, adam = 0, None
+    if options.source is not None:
+        trainer, start_step, adam = _from_source(backend_cls, options.source)
+        hp_full = _full_hparams(options.hparams, trainer.hparams, wanted)
+    elif hp_full is None:
+        hp_full = _full_hparams(options.hparams, None, wanted)
+    try:
+        model_hp = resolve_hparams(hp_full)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    seed = options.seed if options.seed is not None else int(hp_full["tacotron_random_seed"])
+    if options.source is None:
+        trainer = backend_cls.new(model_hp, seed)
+    else:
+        if trainer.hparams != model_hp:  # --hparams/--set of a rate or flag: the sizes must agree
+            trainer = backend_cls.with_hparams(trainer, model_hp)
+        if adam is not None:
+            trainer.load_optimizer_state(*adam)
+    return trainer, hp_full, model_hp, start_step, seed
+
+
+def _record_run(run: _Run, options: TrainOptions) -> None:
+    """Rank 0: the checkpoint folder, and ``run.json`` for a new run or a changed guided-attention term."""
+    if not run.writer:
+        return
+    os.makedirs(os.path.join(run.run_dir, "checkpoints"), exist_ok=True)
+    if run.info is None or run.guided != run.info.get("guided_attention"):
+        record = run.info or {"format": RUN_FORMAT, "version": 1, "framework": run.framework, "hparams": run.hp_full,
+                              "n_symbols": run.model_hp.n_symbols, "data": run.data_dir, "source": options.source}
+        _write_json(os.path.join(run.run_dir, "run.json"), dict(record, guided_attention=run.guided))
+
+
+# -- preparing the data --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Data:
+    """The data of a run: the train/test split, the sampler of the train batches (at the run's position) and the
+    test batches."""
+
+    data_dir: str
+    hp_full: dict
+    n_symbols: int
+    train_set: list
+    test_set: list
+    sampler: BatchSampler
+    test_batches: list
+
+    def load(self, entries) -> dict:
+        """The padded batch of ``entries`` (:func:`~speechblocks.training.prepare_batch`)."""
+        examples = [load_example(e, self.data_dir, self.hp_full, n_symbols=self.n_symbols) for e in entries]
+        return prepare_batch(examples, self.hp_full, n_symbols=self.n_symbols)
+
+
+def _prepare_data(run: _Run, options: TrainOptions) -> _Data:
+    """``train.txt`` read and split, every example file checked (before anything is written), the sampler at the
+    run's position in its data order."""
+    hp_full = run.hp_full
+    metadata = read_metadata(os.path.join(run.data_dir, "train.txt"))
+    train_set, test_set = split_train_test(metadata, hp_full)
+    check_example_files(metadata, run.data_dir, hp_full)
+    sampler = BatchSampler(train_set, hp_full, seed=run.seed)
+    if run.sampler_state is not None:
+        try:
+            sampler.load_state_dict(run.sampler_state)
+        except ValueError as exc:
+            raise UsageError(f"RUN {run.run_dir!r}: its data order does not fit DATA {options.data!r}: {exc}") from None
+    test_batches = make_test_batches(test_set, hp_full, seed=run.seed)
+    return _Data(run.data_dir, hp_full, run.model_hp.n_symbols, train_set, test_set, sampler, test_batches)
+
+
+def _next_batch(run: _Run, data: _Data) -> tuple[dict, list, tuple[int, int] | None]:
+    """The sampler's next global batch: ``(batch, its entries, rows)``; data-parallel, the batch is this rank's rows
+    padded to the global batch's lengths and ``rows = (first row, global batch size)`` (else ``None``)."""
+    indices = data.sampler.batch(data.sampler.state_dict()["batches"])
+    entries = [data.train_set[i] for i in indices]
+    rows = None
+    if run.world > 1:
+        lo, hi = shard_rows(len(indices), run.world, run.rank)
+        batch = data.load(entries[lo:hi])
+        t_in, t_out = run.ranks.max([batch["inputs"].shape[1], batch["mel_targets"].shape[1]])
+        batch = pad_batch(batch, t_in, t_out, run.hp_full)
+        rows = (lo, len(indices))
+    else:
+        batch = data.load(entries)
+    if run.guided is not None:
+        batch = add_guided_attention_weights(batch, int(run.hp_full["outputs_per_step"]), run.guided["weight"],
+                                             run.guided["sigma"])
+    return batch, entries, rows
+
+
+# -- the loop and its hooks ----------------------------------------------------------------------------------
+class TrainingHook:
+    """What the training loop calls besides the step (every method a no-op here; a hook overrides its own).
+
+    Before every step :meth:`stop_requested` (a signal number stops the loop before the step), after every step
+    :meth:`on_step`, after the last step :meth:`on_end` (not when the loop raised), and :meth:`close` always.
+    """
+
+    def stop_requested(self) -> int:
+        """A signal number to stop before the next step (0: go on)."""
+        return 0
+
+    def on_step(self, step: int, result: StepResult, seconds: float) -> None:
+        """After global step ``step`` (the number of updates applied), which took ``seconds``."""
+
+    def on_end(self, step: int) -> None:
+        """After the last step of this invocation (``step``: the global step reached)."""
+
+    def close(self) -> None:
+        """When the loop ends, also by an exception."""
+
+
+def _step(run: _Run, data: _Data, step: int, last_checkpoint: str | None) -> tuple[StepResult, tuple, float]:
+    """One optimizer step from global step ``step``: the result (its learning rate set), its timing and its start.
+
+    Raises:
+        TrainingDivergedError: a NaN or infinite loss (the update was not applied; the sampler stays).
+    """
+    t0 = time.perf_counter()
+    batch, entries, rows = _next_batch(run, data)
+    t1 = time.perf_counter()
+    lr = learning_rate(step, run.hp_full)
+    if rows is None:
+        result = run.trainer.train_step(batch, lr, step_seed(run.seed, step))
+    else:
+        result = run.trainer.train_step(batch, lr, step_seed(run.seed, step), rows)
+    timing = (t1 - t0, time.perf_counter() - t1, int(batch["targets_lengths"].sum()))
+    result.learning_rate = lr
+    loss = float(result.losses["loss"])
+    if not result.applied or not math.isfinite(loss):
+        ids = ", ".join(utterance_id(e) for e in entries)
+        raise TrainingDivergedError(f"the loss is {loss} at step {step + 1} on the batch of utterances [{ids}]; the "
+                                    f"update was not applied (last checkpoint: {last_checkpoint or 'none'})")
+    data.sampler.load_state_dict({"batches": data.sampler.state_dict()["batches"] + 1})
+    return result, timing, t0
+
+
+def _run_steps(run: _Run, data: _Data, hooks: list[TrainingHook], total: int, out: TrainResult) -> None:
+    """Up to ``total`` steps from ``out.global_step``, recorded in ``out``, the hooks called around each."""
+    for _ in range(total):
+        signum = max(hook.stop_requested() for hook in hooks)
+        if signum:
+            out.signal = signum
+            break
+        result, timing, t0 = _step(run, data, out.global_step, out.checkpoint)
+        out.global_step += 1
+        seconds = time.perf_counter() - t0
+        out.timings.append(timing)
+        out.losses.append(dict(result.losses))
+        for hook in hooks:
+            hook.on_step(out.global_step, result, seconds)
+    for hook in hooks:
+        hook.on_end(out.global_step)
+
+
+class _Callback(TrainingHook):
+    """``train``'s ``on_step(global_step, step_result)``."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def on_step(self, step, result, seconds):
+        self.fn(step, result)
+
+
+class _ProgressLine(TrainingHook):
+    """The progress line: seconds a step and the loss averaged over the last 100 steps."""
+
+    def __init__(self, progress: _Progress):
+        self.progress = progress
+        self.window, self.times = deque(maxlen=100), deque(maxlen=100)
+
+    def on_step(self, step, result, seconds):
+        loss = float(result.losses["loss"])
+        self.times.append(seconds)
+        self.window.append(loss)
+        self.progress.step(f"step {step:7d} [{sum(self.times) / len(self.times):.3f} s/step, loss={loss:.5f}, "
+                           f"avg_loss={sum(self.window) / len(self.window):.5f}, lr={result.learning_rate:.3g}]")
+
+
+class _Summaries(TrainingHook):
+    """Every ``tacotron_summary_interval`` steps the step's scalars in the run's TensorBoard event file (which the
+    evaluation writes to too)."""
+
+    def __init__(self, run: _Run):
+        from ..tensorboard_events import EventFileWriter
+
+        self.events = EventFileWriter(os.path.join(run.run_dir, "events"))
+        self.every = int(run.hp_full["tacotron_summary_interval"])
+
+    def on_step(self, step, result, seconds):
+        if step % self.every == 0:
+            scalars = {f"stats/{k}": float(v) for k, v in result.losses.items()}
+            scalars.update({"stats/learning_rate": result.learning_rate, "stats/gradient_norm": result.grad_norm,
+                            "stats/steps_per_second": 1.0 / max(seconds, 1e-9)})
+            self.events.add_scalars(step, scalars)
+
+    def close(self):
+        self.events.close()
+
+
+class _Evaluation(TrainingHook):
+    """Every ``tacotron_eval_interval`` steps the losses over every test batch (as the original's eval model), plots
+    and a wav of the last batch's first sentence; the scalars under the original's ``Tacotron_eval_model/
+    eval_stats/`` tags; the losses in ``out.eval_losses``."""
+
+    def __init__(self, run: _Run, data: _Data, events, out: TrainResult):
+        self.run, self.data, self.events, self.out = run, data, events, out
+        self.every = int(run.hp_full["tacotron_eval_interval"])
+
+    def on_step(self, step, result, seconds):
+        if step % self.every == 0:
+            self.out.eval_losses = self.evaluate(step)
+
+    def evaluate(self, step: int) -> dict:
+        run, data, progress = self.run, self.data, self.run.progress
+        if not data.test_batches:
+            progress.say(f"step {step}: no test batch (the test split is empty): evaluation skipped")
+            return {}
+        sums: dict = {}
+        for i, indices in enumerate(data.test_batches):
+            batch = data.load([data.test_set[j] for j in indices])
+            losses, mel, alignment = run.trainer.evaluate(batch, step_seed(run.seed, step, 1 + i))
+            for k, v in losses.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            length = int(batch["targets_lengths"][0])
+            target = batch["mel_targets"][0, :length]
+        means = {k: v / len(data.test_batches) for k, v in sums.items()}
+        self.events.add_scalars(step, {f"Tacotron_eval_model/eval_stats/eval_{k}": v for k, v in means.items()})
+        title = f"Tacotron, step={step}, loss={means['loss']:.5f}"
+        _plot(run.run_dir, step, mel[:length], target, alignment, run.hp_full, title, progress)
+        _eval_wav(run.run_dir, step, mel[:length], run.hp_full, progress)
+        progress.say(f"step {step}: eval loss {means['loss']:.5f} over {len(data.test_batches)} test batch(es)")
+        return means
+
+
+class _Checkpoints(TrainingHook):
+    """Every ``tacotron_checkpoint_interval`` steps and after the last step a checkpoint (rank 0 writes it; the
+    other ranks name it); the last in ``out.checkpoint``."""
+
+    def __init__(self, run: _Run, sampler: BatchSampler, out: TrainResult):
+        self.run, self.sampler, self.out = run, sampler, out
+        self.every = int(run.hp_full["tacotron_checkpoint_interval"])
+
+    def write(self, step: int) -> str:
+        run = self.run
+        if run.writer:
+            path = _write_checkpoint(run.run_dir, run.trainer, step, self.sampler, run.seed, run.framework)
+        else:
+            path = os.path.join(run.run_dir, "checkpoints", f"tacotron2-{step:08d}{run.trainer.model_suffix}")
+        self.out.checkpoint = path
+        return path
+
+    def on_step(self, step, result, seconds):
+        if step % self.every == 0:
+            path = self.write(step)
+            self.run.progress.say(f"step {step}: checkpoint {os.path.basename(path)} "
+                                  f"(loss {float(result.losses['loss']):.5f})")
+
+    def on_end(self, step):
+        last = self.out.checkpoint
+        if last is None or not last.endswith(f"-{step:08d}{self.run.trainer.model_suffix}"):
+            self.run.progress.say(f"step {step}: checkpoint {os.path.basename(self.write(step))}")
+
+
+class _Signals(TrainingHook):
+    """SIGINT/SIGTERM handlers that record the signal: the loop finishes its step, checkpoints and stops (every rank
+    after the same step); a signal during the last step is ``out.signal`` too."""
+
+    def __init__(self, enabled: bool, ranks: Distribution | None, out: TrainResult):
+        self.signal: int | None = None
+        self.ranks, self.out = ranks, out
+        self._saved = {}
+        if enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self._saved[sig] = signal.signal(sig, self._handle)
+                except ValueError:  # not the main thread
+                    pass
+
+    def _handle(self, signum, frame):
+        self.signal = signum
+
+    def stop_requested(self):
+        signum = self.signal or 0
+        if self.ranks is not None and int(self.ranks.world_size) > 1:  # every rank stops after the same step
+            signum = self.ranks.max([signum])[0]
+        return signum
+
+    def close(self):
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        if self.out.signal is None and self.signal is not None:  # a signal during the last step
+            self.out.signal = self.signal
+
+
+def _hooks(run: _Run, data: _Data, options: TrainOptions, on_step: Callable | None, checkpoints: _Checkpoints,
+           out: TrainResult) -> list[TrainingHook]:
+    """The hooks in the order the loop calls them: ``on_step``, the progress line, rank 0's summaries and
+    evaluation, the checkpoints, the signals (installed last: their handlers are restored by :meth:`close`)."""
+    hooks: list[TrainingHook] = [] if on_step is None else [_Callback(on_step)]
+    hooks.append(_ProgressLine(run.progress))
+    if run.writer:
+        summaries = _Summaries(run)
+        hooks += [summaries, _Evaluation(run, data, summaries.events, out)]
+    return hooks + [checkpoints, _Signals(options.handle_signals, run.ranks, out)]
 
 
 def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -> TrainResult:
     """Run (or resume) a training run.
 
     Args:
-        backend_cls: the framework's trainer class (``torch_layers.Tacotron2Trainer`` or
-            ``tf_layers.Tacotron2Trainer``).
+        backend_cls: the framework's trainer class, a :class:`~speechblocks.training.backend.TrainerBackend`
+            (``torch_layers.Tacotron2Trainer`` or ``tf_layers.Tacotron2Trainer``).
         options (TrainOptions): the command's options.
         on_step (callable, optional): called as ``on_step(global_step, step_result)`` after every step (tests).
 
@@ -340,8 +694,7 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
     data_dir = os.path.abspath(options.data)
     if not os.path.isfile(os.path.join(data_dir, "train.txt")):  # checked before any process group starts
         raise UsageError(f"DATA {options.data!r} holds no train.txt (run `speechblocks preprocess` first)")
-    distribution = getattr(backend_cls, "distribution", None)
-    ranks = distribution() if distribution is not None else None
+    ranks = backend_cls.distribution()
     try:
         return _train(backend_cls, options, on_step, ranks)
     finally:
@@ -350,178 +703,24 @@ def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -
 
 
 def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) -> TrainResult:
-    """:func:`train` with the data-parallel processes ``ranks`` (``None``: one process)."""
-    rank, world = (0, 1) if ranks is None else (int(ranks.rank), int(ranks.world_size))
-    data_dir, run_dir = os.path.abspath(options.data), os.path.abspath(options.run)
-    metadata_path = os.path.join(data_dir, "train.txt")
-    if not os.path.isfile(metadata_path):
-        raise UsageError(f"DATA {options.data!r} holds no train.txt (run `speechblocks preprocess` first)")
-    if options.steps is not None and options.steps < 1:
-        raise UsageError(f"--steps must be >= 1; got {options.steps}")
-    if options.source is not None and not os.path.exists(options.source) \
-            and not os.path.exists(options.source + ".index"):
-        raise UsageError(f"--from {options.source!r} does not exist")
-    framework = backend_cls.framework
-    info = read_run(run_dir)
-    latest = None
-    if info is not None:
-        hp_full = _resumed_hparams(run_dir, info, options, framework)
-        latest = _latest(run_dir)
-    else:
-        hp_full = None
-    if ranks is not None:
-        ranks.barrier()  # every rank has read the run folder before rank 0 writes to it
-    progress = _Progress(options.progress and rank == 0)
-
-    # the model and the optimizer state
-    start_step, adam = 0, None
-    if latest is not None:
-        model_hp = resolve_hparams(hp_full, info.get("n_symbols"))
-        ckpt_dir = os.path.join(run_dir, "checkpoints")
-        trainer = backend_cls.from_model_file(os.path.join(ckpt_dir, latest["model"]), model_hp)
-        meta, slots = read_state(os.path.join(ckpt_dir, latest["state"]))
-        start_step = int(meta["global_step"])
-        trainer.load_optimizer_state(int(meta["adam_updates"]), slots)
-        sampler_state, seed = meta["sampler"], int(meta["seed"])
-        progress.say(f"resuming {run_dir} at step {start_step} ({latest['model']})")
-    else:
-        sampler_state = None
-        wanted = dict(options.overrides)
-        if options.batch_size is not None:
-            wanted["tacotron_batch_size"] = int(options.batch_size)
-        if options.source is not None:
-            trainer, start_step, adam = _from_source(backend_cls, options.source)
-            hp_full = _full_hparams(options.hparams, trainer.hparams, wanted)
-        elif hp_full is None:
-            hp_full = _full_hparams(options.hparams, None, wanted)
-        try:
-            model_hp = resolve_hparams(hp_full)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        seed = options.seed if options.seed is not None else int(hp_full["tacotron_random_seed"])
-        if options.source is None:
-            trainer = backend_cls.new(model_hp, seed)
-        else:
-            if trainer.hparams != model_hp:  # --hparams/--set of a rate or flag: the sizes must agree
-                trainer = backend_cls.with_hparams(trainer, model_hp)
-            if adam is not None:
-                trainer.load_optimizer_state(*adam)
-    hp_full = {k: _json_value(v) for k, v in hp_full.items()}
-    guided = guided_attention(options, info)
-    if world > 1 and int(hp_full["tacotron_batch_size"]) < world:
-        raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {world} "
-                         f"data-parallel processes (each reads its rows of the global batch)")
-
-    # the data (checked before anything is written)
-    metadata = read_metadata(metadata_path)
-    train_set, test_set = split_train_test(metadata, hp_full)
-    check_example_files(metadata, data_dir, hp_full)
-    sampler = BatchSampler(train_set, hp_full, seed=seed)
-    if sampler_state is not None:
-        try:
-            sampler.load_state_dict(sampler_state)
-        except ValueError as exc:
-            raise UsageError(f"RUN {run_dir!r}: its data order does not fit DATA {options.data!r}: {exc}") from None
-    test_batches = make_test_batches(test_set, hp_full, seed=seed)
-    n_symbols = model_hp.n_symbols
-
-    writer = rank == 0
-    if writer:
-        os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
-    if writer and (info is None or guided != info.get("guided_attention")):  # a new run, or the term changed
-        record = info or {"format": RUN_FORMAT, "version": 1, "framework": framework, "hparams": hp_full,
-                          "n_symbols": n_symbols, "data": data_dir, "source": options.source}
-        _write_json(os.path.join(run_dir, "run.json"), dict(record, guided_attention=guided))
-
-    def checkpoint(step: int) -> str:
-        if not writer:
-            return os.path.join(run_dir, "checkpoints", f"tacotron2-{step:08d}{trainer.model_suffix}")
-        return _write_checkpoint(run_dir, trainer, step, sampler, seed, framework)
-
-    last_checkpoint = None
-    if latest is None:
-        last_checkpoint = checkpoint(start_step)  # as the original: a checkpoint before the first step
-    total = options.steps if options.steps is not None else max(int(hp_full["tacotron_train_steps"]) - start_step, 0)
-    from ..tensorboard_events import EventFileWriter
-
-    events = EventFileWriter(os.path.join(run_dir, "events")) if writer else None
-    stop = _Stop(options.handle_signals)
-    stopped = None
-    timings: list = []
-    step = start_step
-    losses_seen: list = []
-    window = deque(maxlen=100)
-    times = deque(maxlen=100)
-    eval_losses: dict = {}
-    ckpt_every = int(hp_full["tacotron_checkpoint_interval"])
-    eval_every = int(hp_full["tacotron_eval_interval"])
-    summary_every = int(hp_full["tacotron_summary_interval"])
+    """:func:`train` with the data-parallel processes ``ranks`` (``None``: one process): the run resolved, the data
+    prepared, the loop run with its hooks."""
+    run = _resolve_run(backend_cls, options, ranks)
+    data = _prepare_data(run, options)
+    _record_run(run, options)
+    out = TrainResult(run.start_step, [], None)
+    checkpoints = _Checkpoints(run, data.sampler, out)
+    if run.latest is None:
+        checkpoints.write(run.start_step)  # as the original: a checkpoint before the first step
+    total = options.steps if options.steps is not None else \
+        max(int(run.hp_full["tacotron_train_steps"]) - run.start_step, 0)
+    hooks = _hooks(run, data, options, on_step, checkpoints, out)
     try:
-        for _ in range(total):
-            signum = stop.signal or 0
-            if world > 1:  # every rank stops after the same step
-                signum = ranks.max([signum])[0]
-            if signum:
-                stopped = signum
-                break
-            t0 = time.perf_counter()
-            indices = sampler.batch(sampler.state_dict()["batches"])
-            entries = [train_set[i] for i in indices]
-            if world > 1:
-                lo, hi = shard_rows(len(indices), world, rank)
-                batch = _load_examples(entries[lo:hi], data_dir, hp_full, n_symbols)
-                t_in, t_out = ranks.max([batch["inputs"].shape[1], batch["mel_targets"].shape[1]])
-                batch = pad_batch(batch, t_in, t_out, hp_full)
-            else:
-                batch = _load_examples(entries, data_dir, hp_full, n_symbols)
-            if guided is not None:
-                batch = add_guided_attention_weights(batch, int(hp_full["outputs_per_step"]), guided["weight"],
-                                                     guided["sigma"])
-            t1 = time.perf_counter()
-            lr = learning_rate(step, hp_full)
-            if world > 1:
-                result = trainer.train_step(batch, lr, step_seed(seed, step), (lo, len(indices)))
-            else:
-                result = trainer.train_step(batch, lr, step_seed(seed, step))
-            timings.append((t1 - t0, time.perf_counter() - t1, int(batch["targets_lengths"].sum())))
-            result.learning_rate = lr
-            loss = float(result.losses["loss"])
-            if not result.applied or not math.isfinite(loss):
-                ids = ", ".join(utterance_id(e) for e in entries)
-                raise TrainingDivergedError(f"the loss is {loss} at step {step + 1} on the batch of utterances "
-                                            f"[{ids}]; the update was not applied (last checkpoint: "
-                                            f"{last_checkpoint or 'none'})")
-            sampler.load_state_dict({"batches": sampler.state_dict()["batches"] + 1})
-            step += 1
-            dt = time.perf_counter() - t0
-            times.append(dt)
-            window.append(loss)
-            losses_seen.append(dict(result.losses))
-            if on_step is not None:
-                on_step(step, result)
-            progress.step(f"step {step:7d} [{sum(times) / len(times):.3f} s/step, loss={loss:.5f}, "
-                          f"avg_loss={sum(window) / len(window):.5f}, lr={lr:.3g}]")
-            if step % summary_every == 0 and writer:
-                scalars = {f"stats/{k}": float(v) for k, v in result.losses.items()}
-                scalars.update({"stats/learning_rate": lr, "stats/gradient_norm": result.grad_norm,
-                                "stats/steps_per_second": 1.0 / max(dt, 1e-9)})
-                events.add_scalars(step, scalars)
-            if step % eval_every == 0 and writer:
-                eval_losses = _evaluate(trainer, test_set, test_batches, data_dir, hp_full, n_symbols, step, seed,
-                                        run_dir, events, progress)
-            if step % ckpt_every == 0:
-                last_checkpoint = checkpoint(step)
-                progress.say(f"step {step}: checkpoint {os.path.basename(last_checkpoint)} (loss {loss:.5f})")
-        if last_checkpoint is None or not last_checkpoint.endswith(f"-{step:08d}{trainer.model_suffix}"):
-            last_checkpoint = checkpoint(step)
-            progress.say(f"step {step}: checkpoint {os.path.basename(last_checkpoint)}")
+        _run_steps(run, data, hooks, total, out)
     finally:
-        stop.restore()
-        if events is not None:
-            events.close()
-    if stopped is None and stop.signal is not None:  # a signal during the last step
-        stopped = stop.signal
-    return TrainResult(step, losses_seen, last_checkpoint, stopped, eval_losses, timings)
+        for hook in hooks:
+            hook.close()
+    return out
 
 
 def _from_source(backend_cls, source: str):
@@ -538,7 +737,7 @@ def _from_source(backend_cls, source: str):
     if kind is not None:
         return backend_cls.from_model_file(source, None), _migrated_step(source), None
     trainer = backend_cls.from_tf1_checkpoint(source, None)
-    step, adam = _tf1_training_state(source, trainer)
+    step, adam = read_tf1_adam_state(source, trainer.trainable_names(), trainer.hparams.tacotron_adam_beta1)
     return trainer, step, adam
 
 
@@ -550,35 +749,6 @@ def _migrated_step(path: str) -> int:
             if os.path.exists(sidecar):
                 return int(read_state(sidecar)[0]["global_step"])
     return 0
-
-
-def _tf1_training_state(path: str, trainer) -> tuple[int, tuple | None]:
-    """``global_step`` of a TF1 checkpoint and, when it holds Adam slots of every trainable variable, ``(updates,
-    slots)`` (the update count from ``beta1_power = beta1 ** (updates + 1)``)."""
-    from ..tf1_checkpoint_reader import TF1CheckpointReader
-
-    reader = TF1CheckpointReader(path)
-    shapes = reader.shapes()
-    step = 0
-    names = [n for n in shapes if n == "global_step" or n.endswith("/global_step")]
-    if names:
-        step = int(np.asarray(reader.read({"s": names[0]})["s"]).reshape(()))
-    scope = "Tacotron_model/inference/"
-    wanted = {}
-    for name in trainer.trainable_names():
-        for slot in ("Adam", "Adam_1"):
-            full = f"{scope}{name}/{slot}"
-            if full not in shapes:
-                return step, None
-            wanted[f"{name}/{slot}"] = full
-    powers = [n for n in shapes if n.endswith("beta1_power")]
-    if not powers:
-        return step, None
-    slots = reader.read(wanted, allow_nonfinite=False)
-    beta1_power = float(np.asarray(reader.read({"p": powers[0]})["p"]).reshape(()))
-    beta1 = trainer.hparams.tacotron_adam_beta1
-    updates = max(int(round(math.log(beta1_power) / math.log(beta1))) - 1, 0) if 0 < beta1 < 1 else step
-    return step, (updates, slots)
 
 
 def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, seed: int, framework: str) -> str:
@@ -602,31 +772,6 @@ def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, s
             except OSError:
                 pass
     return os.path.join(ckpt_dir, model_name)
-
-
-def _evaluate(trainer, test_set, test_batches, data_dir, hp_full, n_symbols, step, seed, run_dir, events,
-              progress) -> dict:
-    """Losses over every test batch (as the original's eval model), plots and a wav of the last batch's first
-    sentence; the scalars under the original's ``Tacotron_eval_model/eval_stats/`` tags."""
-    if not test_batches:
-        progress.say(f"step {step}: no test batch (the test split is empty): evaluation skipped")
-        return {}
-    sums: dict = {}
-    for i, indices in enumerate(test_batches):
-        entries = [test_set[j] for j in indices]
-        batch = _load_examples(entries, data_dir, hp_full, n_symbols)
-        losses, mel, alignment = trainer.evaluate(batch, step_seed(seed, step, 1 + i))
-        for k, v in losses.items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-        length = int(batch["targets_lengths"][0])
-        target = batch["mel_targets"][0, :length]
-    means = {k: v / len(test_batches) for k, v in sums.items()}
-    events.add_scalars(step, {f"Tacotron_eval_model/eval_stats/eval_{k}": v for k, v in means.items()})
-    title = f"Tacotron, step={step}, loss={means['loss']:.5f}"
-    _plot(run_dir, step, mel[:length], target, alignment, hp_full, title, progress)
-    _eval_wav(run_dir, step, mel[:length], hp_full, progress)
-    progress.say(f"step {step}: eval loss {means['loss']:.5f} over {len(test_batches)} test batch(es)")
-    return means
 
 
 def _plot(run_dir, step, mel, target, alignment, hp_full, title, progress) -> None:

@@ -51,3 +51,35 @@ def test_the_same_signatures():
         assert type(a) is type(b), f"{name}: {type(a).__name__} vs {type(b).__name__}"  # classmethod, function
         checked += 1
     assert checked >= 8
+
+
+def _protocol_methods(protocol) -> list[str]:
+    return sorted(n for n, v in vars(protocol).items() if not n.startswith("_") and callable(getattr(protocol, n)))
+
+
+def _check_protocol(cls, protocol) -> int:
+    """Every method of ``protocol`` on ``cls`` with its parameters (names, kinds, defaults) and its kind
+    (classmethod, function); every ``ClassVar`` a string class attribute. Returns the number of methods checked."""
+    for name in _protocol_methods(protocol):
+        want, have = inspect.getattr_static(protocol, name), inspect.getattr_static(cls, name, None)
+        assert have is not None, f"{cls.__module__}.{cls.__name__} has no {name}"
+        assert type(have) is type(want), f"{name}: {type(have).__name__}, the protocol's {type(want).__name__}"
+        assert _params(getattr(cls, name), set()) == _params(getattr(protocol, name), set()), name
+    for name, annotation in protocol.__annotations__.items():
+        if annotation.startswith("ClassVar"):  # the protocol's class attributes are strings
+            assert annotation == "ClassVar[str]" and isinstance(getattr(cls, name, None), str), name
+    return len(_protocol_methods(protocol))
+
+
+def test_both_trainers_satisfy_the_backend_protocol():
+    """``speechblocks.training.backend.TrainerBackend`` is what the training loop and GTA call: each framework's
+    trainer has every member with the same signature (a trainer or the protocol drifting fails here)."""
+    from speechblocks.training.backend import Distribution, TrainerBackend
+    from tf_layers.tacotron2_trainer import Tacotron2Trainer as KerasTrainer
+    from torch_layers.tacotron2_trainer import Tacotron2Trainer as TorchTrainer
+    from torch_layers.tacotron2_trainer import TorchDistributed
+
+    for trainer in (KerasTrainer, TorchTrainer, KerasTrainer.mirrored(strategy=object())):
+        assert _check_protocol(trainer, TrainerBackend) == 12
+    assert {KerasTrainer.framework, TorchTrainer.framework} == {"keras", "torch"}
+    assert _check_protocol(TorchDistributed, Distribution) == 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -62,8 +62,8 @@ class TrainerBackend(Protocol):
     ``Tacotron_model/inference/``, and the number of updates applied so far.
     """
 
-    framework: str  #: ``"torch"`` / ``"keras"`` (recorded in ``run.json``)
-    model_suffix: str  #: ``".pt"`` / ``".weights.h5"`` (the checkpoint's model file)
+    framework: ClassVar[str]  #: ``"torch"`` / ``"keras"`` (recorded in ``run.json``)
+    model_suffix: ClassVar[str]  #: ``".pt"`` / ``".weights.h5"`` (the checkpoint's model file)
     hparams: Tacotron2HParams  #: the model's hparams
 
     @classmethod

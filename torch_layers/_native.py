@@ -1,7 +1,7 @@
 """The torch adapters of the native kernels (:mod:`speechblocks.native`), inference only.
 
-- The decoder step: :meth:`Tacotron2Decoder._native_loop <torch_layers.tacotron2_decoder.Tacotron2Decoder>` builds a
-  :class:`NativeDecoderLoop` (batch 1) or a :class:`NativeBatchLoop` (larger batches) when the call qualifies; the
+- The decoder step: a :class:`NativeDecoderLoop` (batch 1) or a :class:`NativeBatchLoop` (larger batches) runs an
+  eager decoder call when :func:`torch_layers.decoding_plan.plan_decoding` says it qualifies; the
   batch-1 C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
   :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives), the batched one packs them once per
   call into its column panels.
@@ -21,8 +21,7 @@ from speechblocks import native
 from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
 
 __all__ = ["NativeDecoderLoop", "NativeBatchLoop", "encoder_scan", "encoder_scan_applies", "recording_a_graph",
-           "shapes_fit", "enabled",
-           "library", "phase_profile", "PHASES"]
+           "shapes_fit", "enabled", "library", "unavailable_reason", "native_threads", "phase_profile", "PHASES"]
 
 
 def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
@@ -98,7 +97,7 @@ class NativeDecoderLoop:
         w, cfg, memory: the forms the TorchScript loop takes (``DecoderWeights``, ``DecoderConfig``,
             ``AttentionMemory``), float32 on the CPU, shapes checked by :func:`shapes_fit`.
         num_mels, stop_at_any: the decoder's.
-        threads: OpenMP threads of a step (``torch.get_num_threads()``).
+        threads: OpenMP threads of a step (:func:`native_threads`).
     """
 
     def __init__(self, lib, w, cfg, memory, num_mels: int, stop_at_any: bool, threads: int):
@@ -107,8 +106,9 @@ class NativeDecoderLoop:
                                        **_loop_arrays(w, cfg, memory, num_mels, stop_at_any, threads))
 
     def run(self, n_steps: int, prenet_keep: Optional[list[Tensor]] = None,
-            progress: Optional[Callable[[int, float], object]] = None) -> tuple[Tensor, Tensor, Tensor, bool]:
-        """Runs up to ``n_steps`` steps (the stop rule ends it earlier).
+            progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False
+            ) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """Runs up to ``n_steps`` steps (the stop rule ends it earlier; ``stop_each`` is the same rule at batch 1).
 
         Args:
             n_steps: the most steps to run.
@@ -155,7 +155,7 @@ class NativeBatchLoop:
                 draws ``torch.rand(running, size)`` per layer and step, the numbers the TorchScript loop's per-layer
                 ``rand_like`` draws for the same seed.
             progress: ``progress(step, largest stop probability)`` after every step.
-            stop_each: each entry leaves at its own stop (:func:`~torch_layers.tacotron2_decoder.loop_options`).
+            stop_each: each entry leaves at its own stop (:func:`~torch_layers.decoding_plan.plan_decoding`).
 
         Returns:
             ``(frames (batch, steps, frame_size), stop probabilities (batch, steps, r), alignments
@@ -171,6 +171,19 @@ class NativeBatchLoop:
         frames, stop, alignments, finished = self.loop.run(n_steps, draws, keep, stop_each, progress)
         return (torch.from_numpy(frames), torch.from_numpy(stop),
                 torch.from_numpy(np.ascontiguousarray(alignments.transpose(0, 2, 1))), finished)
+
+
+def unavailable_reason() -> str:
+    """Why :func:`speechblocks.native.library` gives ``None`` here (:func:`speechblocks.native.status`; ``""`` when
+    it gives the library)."""
+    return native.status().reason
+
+
+def native_threads() -> int:
+    """The OpenMP threads of a native call (decoder steps, encoder scan): torch's intra-op threads (the pool the
+    two share), at most the CPUs the process may use (:func:`speechblocks.native.cpu_budget`: affinity, cgroup
+    quota)."""
+    return min(torch.get_num_threads(), native.cpu_budget())
 
 
 def recording_a_graph() -> bool:
@@ -207,5 +220,5 @@ def encoder_scan(gx: Tensor, w_hh: Tensor, lengths: Optional[Tensor], zoneout: f
         ``(batch, time, 2u)``: forward then backward outputs, zeros past each length (the layer's output).
     """
     lens = None if lengths is None else lengths.detach().cpu().numpy()
-    out = native.encoder_scan(library(), _array(gx), _array(w_hh), lens, zoneout, torch.get_num_threads())
+    out = native.encoder_scan(library(), _array(gx), _array(w_hh), lens, zoneout, native_threads())
     return torch.from_numpy(out)

@@ -23,7 +23,7 @@ from .encoder_rnn import EncoderRNN
 from .frame_projection import FrameProjection
 from .location_sensitive_attention import check_memory_lengths
 from .postnet import Postnet
-from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks, loop_options
+from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 __all__ = ["Tacotron2", "Tacotron2Encoder", "MODEL_SCOPE"]
@@ -154,12 +154,19 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             ``alignments`` ``(batch, T_in, steps)``, and with ``predict_linear`` ``linear_outputs``
             ``(batch, steps * r, num_freq)``.
         """
-        block = "Tacotron2"
         if not torch.jit.is_scripting():
-            noise_masks = flatten_noise_masks(noise_masks, block)
+            noise_masks = flatten_noise_masks(noise_masks, "Tacotron2")
         input_lengths = self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
-        batch = inputs.shape[0]
+        conv_masks, lstm_masks, post_masks = self._split_noise_masks(noise_masks)
+        memory = self._memory(inputs, input_lengths, speaker_embeddings, conv_masks, lstm_masks)
+        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets, max_iters, noise_masks)
+        return self._outputs(frames, stop, alignments, post_masks)
 
+    def _split_noise_masks(self, noise_masks: Optional[dict[str, list[Tensor]]]) -> tuple[
+            Optional[list[Tensor]], Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]],
+            Optional[list[Tensor]]]:
+        """The flat ``noise_masks``' encoder convolution, encoder LSTM (``((fw_c, fw_h), (bw_c, bw_h))``) and postnet
+        masks (the decoder reads its own keys)."""
         conv_masks: Optional[list[Tensor]] = None
         lstm_masks: Optional[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]] = None
         post_masks: Optional[list[Tensor]] = None
@@ -169,27 +176,30 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             if "encoder_LSTM" in noise_masks:
                 z = noise_masks["encoder_LSTM"]
                 if len(z) != 4:
-                    raise ValueError(block + ": argument `noise_masks['encoder_LSTM']` must be ((fw_c, fw_h), (bw_c, "
+                    raise ValueError("Tacotron2: argument `noise_masks['encoder_LSTM']` must be ((fw_c, fw_h), (bw_c, "
                                      "bw_h)), each (batch, T_in, encoder_lstm_units); got " + str(len(z)) + " masks.")
                 lstm_masks = ((z[0], z[1]), (z[2], z[3]))
             if "postnet_convolutions" in noise_masks:
                 post_masks = noise_masks["postnet_convolutions"]
+        return conv_masks, lstm_masks, post_masks
 
-        memory = self._memory(inputs, input_lengths, speaker_embeddings, conv_masks, lstm_masks)
-        frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets, max_iters, noise_masks)
+    def _outputs(self, frames: Tensor, stop: Tensor, alignments: Tensor, post_masks: Optional[list[Tensor]]
+                 ) -> dict[str, Tensor]:
+        """:meth:`forward`'s dict from the decoder's outputs: the postnet (its masks cut to the frames), the stop
+        probabilities per frame."""
         n_frames = frames.shape[1] * self.outputs_per_step
         if post_masks is not None:
             cut: list[Tensor] = []
             for i, pm in enumerate(post_masks):
                 if pm.dim() != 3 or pm.shape[1] < n_frames:
-                    raise ValueError(block + ": argument `noise_masks['postnet_convolutions'][" + str(i) + "]` must "
+                    raise ValueError("Tacotron2: argument `noise_masks['postnet_convolutions'][" + str(i) + "]` must "
                                      "have shape (batch, >= steps * r = " + str(n_frames) + ", postnet_channels); got "
                                      + str(list(pm.shape)) + ".")
                 cut.append(pm[:, :n_frames])
             post_masks = cut
         out = self._postprocess(frames, post_masks)
         outputs = {"decoder_outputs": out["decoder_outputs"], "mel_outputs": out["mel_outputs"],
-                   "stop_token_prediction": stop.reshape(batch, n_frames), "alignments": alignments}
+                   "stop_token_prediction": stop.reshape(frames.shape[0], n_frames), "alignments": alignments}
         if "linear_outputs" in out:
             outputs["linear_outputs"] = out["linear_outputs"]
         return outputs
@@ -332,9 +342,21 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             speaker_embeddings = torch.as_tensor(speaker_embeddings, device=device)
         if mel_targets is not None:
             mel_targets = torch.as_tensor(mel_targets, device=device, dtype=dtype)
-        reporting = contextlib.nullcontext() if progress is None else loop_options(progress=progress)
-        with _eval_no_grad(self), reporting:
-            return self(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
+        with _eval_no_grad(self):
+            return self._synthesis_call(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, progress)
+
+    @torch.jit.unused
+    def _synthesis_call(self, inputs: Tensor, input_lengths: Optional[Tensor], speaker_embeddings: Optional[Tensor],
+                        mel_targets: Optional[Tensor], max_iters: Optional[int],
+                        progress: Optional[Callable[[int, float], object]], stop_each: Optional[bool] = None
+                        ) -> dict[str, Tensor]:
+        """:meth:`forward` without noise masks, its decoder loop options passed
+        (:meth:`Tacotron2Decoder.decode <torch_layers.tacotron2_decoder.Tacotron2Decoder.decode>`)."""
+        input_lengths = self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
+        memory = self._memory(inputs, input_lengths, speaker_embeddings, None, None)
+        frames, stop, alignments = self.decoder.decode(memory, input_lengths, mel_targets, max_iters,
+                                                       progress=progress, stop_each=stop_each)
+        return self._outputs(frames, stop, alignments, None)
 
     @torch.jit.unused
     def synthesize_batch(self, sequences, speaker_embeddings=None, max_iters: Optional[int] = None, *,
@@ -392,8 +414,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         with _eval_no_grad(self):
             self._check_inputs(inputs, lengths_t, spk, None, int(limit))
             memory = self._memory_each(inputs, lengths_t, spk)
-            with loop_options(progress=progress, stop_each=True):
-                frames, stop, alignments = self.decoder(memory, lengths_t, None, int(limit), None)
+            frames, stop, alignments = self.decoder.decode(memory, lengths_t, None, int(limit), progress=progress,
+                                                           stop_each=True)
             steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)
             results = []
             for k, (t, s) in enumerate(zip(lengths, steps)):

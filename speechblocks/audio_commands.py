@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .atomic_files import write_all
-from .errors import UsageError
+from .errors import InputError, UsageError
 from .synthesis import make_output_directory, output_files
 
 __all__ = ["GL_FRAMEWORKS", "audio_hparams_for", "model_audio_hparams", "read_spectrogram", "griffin_lim_wavs",
@@ -105,8 +105,8 @@ def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch
             progress(f"Griffin-Lim {i + 1}/{len(spectrograms)} ({s.shape[0]} frames)")
         wavs.append(run(s, hp, n_iter, seed + i, linear))
     for i, w in enumerate(wavs):
-        if not np.all(np.isfinite(w)):  # never a NaN waveform on disk
-            raise ValueError(f"Griffin-Lim of spectrogram {i} gave a non-finite waveform")
+        if not np.all(np.isfinite(w)):  # never a NaN waveform on disk; finite spectrograms too large to invert
+            raise InputError(f"Griffin-Lim of spectrogram {i} gave a non-finite waveform")
     return wavs
 
 

@@ -249,19 +249,13 @@ def test_exit_statuses_and_one_line_errors(rtvc, tmp_path, capsys, monkeypatch):
     def boom(args):
         raise RuntimeError("a bug\nsecond line")
 
-    monkeypatch.setattr(cli, "_cmd_inspect", boom)
-    parser = cli.build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser, "inspect", boom))
+    from speechblocks.commands import inspect as inspect_command
+
+    monkeypatch.setattr(inspect_command, "run", boom)  # the parser takes each command's run when it is built
     rc, out, err = run(["inspect", rtvc["ckpt"]], capsys)
     assert rc == 3
     assert err.strip() == "speechblocks inspect: internal error: RuntimeError: a bug second line (run with --debug " \
                           "for the traceback)"
-
-
-def _with_func(parser, command, func):
-    sub = next(a for a in parser._actions if a.dest == "command")
-    sub.choices[command].set_defaults(func=func)
-    return parser
 
 
 def test_start_up_is_quiet_in_a_fresh_process(rtvc, tmp_path):

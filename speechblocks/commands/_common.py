@@ -1,0 +1,194 @@
+"""What every command shares at run time: quiet framework loading, the one-line messages, progress, the boundary
+where the user's input meets the library, the checkpoint precheck and the trainer classes.
+
+No framework is imported at module level: each loader imports its framework when a command calls it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import warnings
+
+from ..errors import UsageError, as_input_error
+from ..tf1_checkpoint_file import CheckpointDtypeWarning, NonFiniteWeightsWarning
+
+__all__ = ["PROG", "say", "one_line", "set_verbose", "silenced_stderr", "load_tensorflow", "load_torch",
+           "trainer_class", "progress", "progress_bar", "user_input", "precheck_checkpoint",
+           "checkpoint_warnings_as_lines"]
+
+PROG = "speechblocks"
+
+# -- quiet framework start-up ----------------------------------------------------------------------
+_VERBOSE = False
+
+
+def set_verbose(verbose: bool) -> None:
+    """``--verbose``: let the frameworks' start-up lines through (the command line sets it before a command runs)."""
+    global _VERBOSE
+    _VERBOSE = bool(verbose)
+
+
+@contextlib.contextmanager
+def silenced_stderr():
+    """Sends file descriptor 2 to a temporary file while the block runs (C++ logging writes there directly, before
+    any Python logging is configured); what was written is shown again if the block raises."""
+    if _VERBOSE:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def load_tensorflow():
+    """Imports TensorFlow (and Keras) quietly; returns the module. Also quietens its Python-level logging."""
+    if not _VERBOSE:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    try:
+        with silenced_stderr():
+            import tensorflow as tf
+
+            tf.constant(0.0).numpy()  # device initialisation logs once, here
+            import keras  # noqa: F401
+    except ImportError:
+        raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    if not _VERBOSE:
+        import logging
+
+        tf.get_logger().setLevel(logging.ERROR)
+        try:
+            from absl import logging as absl_logging
+
+            absl_logging.set_verbosity(absl_logging.ERROR)
+        except ImportError:  # pragma: no cover
+            pass
+        warnings.filterwarnings("ignore", module=r"(keras|tensorflow|tf_keras)(\.|$)")
+    return tf
+
+
+def load_torch():
+    """Imports torch quietly; returns the module."""
+    try:
+        with silenced_stderr():
+            import torch
+    except ImportError:
+        raise UsageError("this needs PyTorch: pip install 'speechblocks[torch]'") from None
+    return torch
+
+
+def trainer_class(framework: str, strategy: str | None = None, replicas: int | None = None):
+    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly; with
+    ``strategy="mirrored"`` the Keras trainer class of :meth:`~tf_layers.Tacotron2Trainer.mirrored`."""
+    if framework == "torch":
+        load_torch()
+        from torch_layers.tacotron2_trainer import Tacotron2Trainer
+        return Tacotron2Trainer
+    mirrored = None
+    if strategy == "mirrored":  # the logical devices are set before TensorFlow initialises its devices
+        try:
+            with silenced_stderr():
+                from tf_layers._distribute import mirrored_strategy
+
+                mirrored = mirrored_strategy(replicas)
+        except ImportError:
+            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    load_tensorflow()
+    from tf_layers.tacotron2_trainer import Tacotron2Trainer
+    return Tacotron2Trainer if mirrored is None else Tacotron2Trainer.mirrored(strategy=mirrored)
+
+
+# -- messages and progress -------------------------------------------------------------------------
+def say(command: str, line: str) -> None:
+    """One ``speechblocks COMMAND: line`` on stderr (progress, warnings, errors)."""
+    print(f"{PROG} {command}: {line}", file=sys.stderr, flush=True)
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (a multi-line message's items joined with ``; ``)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    if not lines:
+        return type(error).__name__
+    return lines[0] + ("" if len(lines) == 1 else " " + "; ".join(ln.lstrip("- ") for ln in lines[1:]))
+
+
+def progress(command: str, quiet: bool = False):
+    """A progress callback writing ``speechblocks COMMAND: line`` on a terminal (None off a terminal or quiet)."""
+    return (lambda line: say(command, line)) if sys.stderr.isatty() and not quiet else None
+
+
+def progress_bar(command: str):
+    """A one-line progress bar on stderr: ``bar(done, total)``; ``bar(None, None)`` ends the line."""
+    shown = [False]
+
+    def bar(done, total) -> None:
+        if done is None:
+            if shown[0]:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r{PROG} {command}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        sys.stderr.flush()
+        shown[0] = True
+
+    return bar
+
+
+# -- the user's input meets the library -------------------------------------------------------------
+@contextlib.contextmanager
+def user_input():
+    """The block hands the user's files and values to the library (reads a checkpoint, a model file, a recording,
+    a text; resolves hparams): a ``ValueError`` raised there is about that input (the library's messages name the
+    argument or the file) and leaves as an :class:`~speechblocks.errors.InputError` (exit status 2). Outside such
+    a block a ``ValueError`` is a bug (exit status 3). An ``OSError`` leaves as it is (a missing checkpoint's
+    ``CheckpointNotFoundError`` is both): the command line answers it with exit status 2 too."""
+    try:
+        yield
+    except OSError:
+        raise
+    except ValueError as e:
+        converted = as_input_error(e)
+        if converted is e:
+            raise
+        raise converted from e
+
+
+def precheck_checkpoint(path) -> None:
+    """A missing or damaged checkpoint is refused before any framework is imported (the index and the shard sizes are
+    checked with numpy alone: the error comes in a fraction of a second, not after TensorFlow's ~8 s start-up)."""
+    from ..tf1_checkpoint_file import open_checkpoint_files
+
+    with user_input():
+        open_checkpoint_files(path)
+
+
+@contextlib.contextmanager
+def checkpoint_warnings_as_lines(command: str):
+    """The checkpoint readers' warnings (NaN/inf let through, dtypes cast) as one ``speechblocks CMD: warning: ...``
+    line each on stderr; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, (NonFiniteWeightsWarning, CheckpointDtypeWarning)):
+                say(command, f"warning: {message}")
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield

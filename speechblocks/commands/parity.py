@@ -1,0 +1,110 @@
+"""``speechblocks parity``: the cross-framework suite, or the comparison on the user's own checkpoint."""
+from __future__ import annotations
+
+from ..errors import UsageError
+from ._common import load_tensorflow, load_torch, precheck_checkpoint, say, user_input
+from ._options import hparams_options, overrides
+
+NAME = "parity"
+HELP = "prove Keras, torch and the TF1 graph compute the same numbers"
+DESCRIPTION = ("Runs the TF1 legacy reference, the Keras and the torch implementations on the same inputs and prints "
+               "one row per output: max |difference|, tolerance, PASS/FAIL. Exit status 1 on any FAIL.")
+EXAMPLES = """examples:
+  speechblocks parity                              # the whole suite: every block and the whole model
+  speechblocks parity --block tacotron2 --json     # one case module, as JSON
+  speechblocks parity --checkpoint logs-pretrained/taco_pretrained       # your own checkpoint's weights
+  speechblocks parity --checkpoint model.ckpt-278000 --hparams rayhane --steps 30"""
+
+#: ``parity --checkpoint --skip-legacy`` without TensorFlow: the torch side's checks passed, no comparison was made
+EXIT_PARITY_NOT_ESTABLISHED = 4
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--block", action="append", help="only this case module or block (repeatable)")
+    p.add_argument("--checkpoint", metavar="CKPT",
+                   help="compare on the real weights of this TF1 Tacotron-2 checkpoint: every block and the whole "
+                        "model, teacher-forced and free-running")
+    hparams_options(p, "with --checkpoint, what the shapes cannot tell")
+    p.add_argument("--use-ema", action="store_true", help="with --checkpoint: use the EMA shadows")
+    p.add_argument("--steps", type=int, default=20, help="with --checkpoint: free-running decoder steps (20)")
+    p.add_argument("--skip-legacy", action="store_true",
+                   help="with --checkpoint: Keras vs torch only (no TF1 reference, no tf_keras needed); where "
+                        "TensorFlow cannot be imported, the torch side's own checks only (exit status 4 when they "
+                        "pass: no comparison was made)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+
+
+def run(args) -> int:
+    if args.checkpoint:
+        return _parity_checkpoint(args)
+    load_tensorflow()
+    load_torch()
+    from parity_tests.cases import discover, run_all
+
+    modules = discover()
+    if args.block:
+        wanted = {b.lower() for b in args.block}
+        modules = [m for m in modules if m.__name__.rsplit(".", 1)[-1].lower() in wanted
+                   or getattr(m, "BLOCK", "").lower() in wanted]
+        if not modules:
+            raise UsageError(f"no case module matches {args.block}")
+    rows = run_all(modules)
+    _print_rows(rows, args.json)
+    return 0 if all(r.passed for r in rows) else 1
+
+
+def _print_rows(rows, as_json: bool) -> None:
+    from parity_tests.report import format_table
+
+    if as_json:
+        from parity_tests.checkpoint_parity import rows_to_json
+
+        print(rows_to_json(rows))
+    else:
+        print(format_table(rows))
+        failed = sum(not r.passed for r in rows)
+        print(f"{len(rows)} rows, {len(rows) - failed} PASS, {failed} FAIL")
+
+
+def _parity_checkpoint(args) -> int:
+    from parity_tests.checkpoint_parity import LegacyReferenceUnavailable, run_checkpoint_parity
+
+    if args.block:
+        raise UsageError("--block selects cases of the built-in suite; with --checkpoint every block of the "
+                         "checkpoint's model is compared")
+    precheck_checkpoint(args.checkpoint)  # a missing or damaged checkpoint: refused before TensorFlow loads
+    keras = _tensorflow_for_parity(args.skip_legacy)
+    load_torch()
+    try:
+        with user_input():  # its ValueErrors are the checkpoint's and the arguments' (run_checkpoint_parity, Raises)
+            rows = run_checkpoint_parity(args.checkpoint, args.hparams, overrides=overrides(args.set),
+                                         use_ema=args.use_ema, steps=args.steps, skip_legacy=args.skip_legacy,
+                                         skip_keras=not keras, progress=lambda line: say(NAME, line))
+    except LegacyReferenceUnavailable as e:
+        raise UsageError(str(e)) from None
+    _print_rows(rows, args.json)
+    if not all(r.passed for r in rows):
+        return 1
+    if keras:
+        return 0
+    note = ("parity not established: the Keras<->torch comparison needs TensorFlow, which cannot be imported here "
+            f"(pip install 'speechblocks[tf]'); only the torch side's own checks ran (exit status "
+            f"{EXIT_PARITY_NOT_ESTABLISHED})")
+    if args.json:
+        say(NAME, note)
+    else:
+        print(note)
+    return EXIT_PARITY_NOT_ESTABLISHED
+
+
+def _tensorflow_for_parity(skip_legacy: bool) -> bool:
+    """Loads TensorFlow for ``parity --checkpoint``; False when it cannot be imported and ``--skip-legacy`` lets the
+    torch side run alone."""
+    try:
+        load_tensorflow()
+    except UsageError:
+        if not skip_legacy:
+            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]' (with --skip-legacy the torch "
+                             "side's own checks run without it, but no comparison is made)") from None
+        return False
+    return True

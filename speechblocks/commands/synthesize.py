@@ -1,0 +1,113 @@
+"""``speechblocks synthesize``: text to mel spectrograms (and wavs) with a migrated model or a TF1 checkpoint."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .. import audio_commands, synthesis
+from ..errors import UsageError
+from ._common import load_tensorflow, load_torch, say, user_input
+from ._options import count, existing_file, griffin_lim_options, hparams_options, overrides
+
+NAME = "synthesize"
+HELP = "text to mel spectrogram with a migrated model or a TF1 checkpoint"
+DESCRIPTION = ("Cleans the text and maps it to the original 66 symbols, decodes with the model (several sentences "
+               "in one padded batch) and writes each sentence's mel outputs [frames, num_mels] as .npy. Like the "
+               "original, the pre-net dropout stays on at inference (--set tacotron_dropout_rate=0 for "
+               "deterministic output; --seed fixes it otherwise).")
+EXAMPLES = """examples:
+  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-embedding speaker.npy --out hello.npy
+  speechblocks synthesize taco_pretrained --framework keras --text-file lines.txt --speaker-embedding spk.npy \\
+      --out mels/ --plot mels/alignment.png
+  speechblocks synthesize tacotron2.weights.h5 --text "It costs $3.50." --set tacotron_dropout_rate=0 \\
+      --max-iters 400 --out costs.npy
+  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-wav me.wav --out hello.npy --wav"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("source", metavar="CKPT_OR_MIGRATED",
+                   help="a file of `speechblocks migrate` (.weights.h5 / .pt) or a TF1 checkpoint")
+    p.add_argument("--text", action="append", help="a sentence (repeatable)")
+    p.add_argument("--text-file", help="a UTF-8 file, one sentence per non-empty line")
+    p.add_argument("--speaker-embedding", metavar="EMB.npy",
+                   help="RTVC models: the speaker embedding, shape [E] (every sentence) or [sentences, E]")
+    p.add_argument("--framework", choices=("keras", "torch"),
+                   help="default: torch for a .pt file, keras for a .weights.h5 file or a TF1 checkpoint")
+    p.add_argument("--max-iters", type=count("--max-iters"), help="decoder step cap (default: the hparam max_iters)")
+    hparams_options(p, "what the weights cannot tell")
+    p.add_argument("--cleaners", default="english_cleaners",
+                   help="comma-separated: basic_cleaners, transliteration_cleaners, english_cleaners (default)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the pre-net dropout (default 0)")
+    p.add_argument("--out", required=True,
+                   help="one sentence: the .npy file; several: a directory of 000.npy, 001.npy, ...")
+    p.add_argument("--plot", metavar="PNG", help="also draw alignment and mel (needs matplotlib); several "
+                                                 "sentences: PNG gets _000, _001, ... before its extension")
+    p.add_argument("--speaker-wav", metavar="REF.wav", type=existing_file("--speaker-wav"),
+                   help="RTVC models: a recording of the voice instead of --speaker-embedding (GE2E embedding, "
+                        "the original preprocessing)")
+    p.add_argument("--encoder", metavar="ENCODER.pt",
+                   help="with --speaker-wav: GE2E weights (RTVC encoder.pt or resemblyzer pretrained.pt; default: "
+                        "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")
+    p.add_argument("--wav", nargs="?", const=True, metavar="WAV",
+                   help="also write audio (Griffin-Lim with the model's audio hparams): beside each .npy, or this "
+                        ".wav file (one sentence) / directory (several)")
+    griffin_lim_options(p)
+    p.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
+
+
+def run(args) -> int:
+    texts = synthesis.read_texts(args.text, args.text_file)
+    cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
+    sequences = synthesis.encode_texts(texts, cleaners)
+    outputs = synthesis.output_paths(args.out, len(texts))
+    plots = synthesis.plot_paths(args.plot, len(texts), outputs) if args.plot else None
+    if plots is not None:
+        synthesis.require_matplotlib()
+    if args.speaker_embedding and args.speaker_wav:
+        raise UsageError("give --speaker-embedding or --speaker-wav, not both")
+    embedding = synthesis.read_speaker_embedding(args.speaker_embedding, len(texts))
+    wav_paths = audio_commands.wav_output_paths(args.wav, outputs) if args.wav else None
+    kind, framework = synthesis.source_kind(args.source, args.framework)
+    if framework == "keras":
+        load_tensorflow()
+    if framework == "torch" or args.speaker_wav or (wav_paths and args.griffin_lim == "torch"):
+        load_torch()
+    settings = overrides(args.set)
+    with user_input():  # the model file, the hparams and the --set values
+        model = synthesis.load_model(args.source, kind, framework, args.hparams, settings, args.seed)
+    if args.speaker_wav:
+        with user_input():  # the encoder's weights file, the recording
+            encoder = audio_commands.load_speaker_encoder(args.encoder)
+            (ref,) = audio_commands.embed_wavs(encoder, [args.speaker_wav])
+        embedding = np.repeat(ref[None], len(texts), axis=0)
+        say(NAME, f"speaker embedding of {args.speaker_wav} ({ref.shape[0]} values)")
+    embeddings = synthesis.check_speaker_embedding(model, embedding, args.speaker_embedding or args.speaker_wav,
+                                                   len(texts))
+    if wav_paths:
+        with user_input():  # the audio --set values
+            audio_hp = audio_commands.model_audio_hparams(model, settings)
+    else:
+        audio_hp = None
+    show = synthesis.TerminalProgress(sys.stderr, args.max_iters or model.hparams.max_iters) \
+        if sys.stderr.isatty() and not args.quiet else None
+    results = synthesis.synthesize(model, framework, sequences, embeddings, args.max_iters, args.seed, show, texts)
+    if show is not None:
+        show.close()
+    wavs = None
+    if wav_paths:
+        tell = (lambda line: say(NAME, line)) if sys.stderr.isatty() and not args.quiet else None
+        wavs = audio_commands.griffin_lim_wavs([r.mel for r in results], audio_hp, args.griffin_lim,
+                                               args.griffin_lim_iters, args.seed, progress=tell)
+    synthesis.write_outputs(results, outputs, plots)
+    if wavs is not None:
+        audio_commands.write_wavs(wavs, wav_paths, audio_hp.sample_rate)
+    for path, res in zip(outputs, results):
+        stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
+        print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
+    for p in plots or ():
+        print(f"{p}: alignment and mel spectrogram")
+    for p, w in zip(wav_paths or (), wavs or ()):
+        print(f"{p}: {w.shape[0] / audio_hp.sample_rate:.2f} s at {audio_hp.sample_rate} Hz (Griffin-Lim, "
+              f"{args.griffin_lim})")
+    return 0

@@ -20,6 +20,7 @@ import torch
 
 import torch_layers
 from speechblocks import native as core
+from speechblocks.native import _build
 from tests.helpers.call_counter import count_calls
 from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
@@ -268,7 +269,6 @@ def test_no_compiler_or_switched_off_means_the_torchscript_loop(monkeypatch, tmp
     assert core.library() is None
     monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
     monkeypatch.setenv("CC", "false")  # a "compiler" that fails every build
-    monkeypatch.setattr(core, "_compiler", lambda: shutil.which("false"))
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
     assert core.library() is None
     assert not any(tmp_path.rglob("*.so")) and not any(p.is_file() for p in tmp_path.rglob("*"))  # nothing left
@@ -280,13 +280,13 @@ def test_no_compiler_or_switched_off_means_the_torchscript_loop(monkeypatch, tmp
 
 def test_a_fresh_cache_builds_once(monkeypatch, tmp_path):
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
-    monkeypatch.setattr(core, "_LIB", {})
+    monkeypatch.setattr(_build, "_LOADED", {})
     lib = core.library()
     assert lib is not None
     built = list((tmp_path / "native").glob("speechblocks_native-*.so"))
     assert len(built) == 1 and not [p for p in (tmp_path / "native").iterdir() if p not in built]
-    monkeypatch.setattr(core, "_build", lambda *a: pytest.fail("built again"))
-    monkeypatch.setattr(core, "_LIB", {})
+    monkeypatch.setattr(_build, "build", lambda *a: pytest.fail("built again"))
+    monkeypatch.setattr(_build, "_LOADED", {})
     assert core.library() is not None
 
 
@@ -335,7 +335,7 @@ def test_a_forked_child_runs_the_native_step_on_one_thread(counted):
 
 def test_a_damaged_cached_library_is_built_again(monkeypatch, tmp_path):
     monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(tmp_path))
-    monkeypatch.setattr(core, "_LIB", {})
+    monkeypatch.setattr(_build, "_LOADED", {})
     assert core.library() is not None
     (built,) = (tmp_path / "native").glob("speechblocks_native-*.so")
     damaged = tmp_path / "damaged"

@@ -25,7 +25,8 @@ def test_the_wheel_installs_without_tests_and_runs(tmp_path):
             "parity_tests/checkpoint_parity.py", "speechblocks/audio/griffin_lim.py",
             "speechblocks/native/decoder_step.c", "speechblocks/native/decoder_batch.c",
             "speechblocks/native/encoder_scan.c", "speechblocks/native/vector_maths.h",
-            "speechblocks/native/vector_tiles.h"} <= set(names)
+            "speechblocks/native/vector_tiles.h", "speechblocks/native/common.h",
+            "speechblocks/native/stop_rule.h"} <= set(names)
     assert [n for n in names if os.path.basename(n).startswith(("test_", "_pytest", "conftest"))] == []
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     target = tmp_path / "site"

@@ -19,40 +19,36 @@ time at inference in one call, a thread per direction (more threads split the ba
 running computed; torch's ``EncoderRNN`` runs it (``tests/test_native_encoder_scan.py``). Both share
 ``vector_maths.h``.
 
-The library is compiled on first use with the system C compiler (``$CC``, else ``cc``: ``-O3 -march=native
--fopenmp``, glibc's vector maths when it links) into ``$SPEECHBLOCKS_CACHE/native`` (default
-``~/.cache/speechblocks/native``), one file per set of sources, compiler and CPU; the build is atomic (written
-aside, then renamed). Without a compiler, on a build error, or with ``SPEECHBLOCKS_NATIVE=0``, :func:`library`
-returns ``None`` and the blocks run their own loops: the native code is an accelerator, never a requirement.
+The library is compiled on first use with the system C compiler (``$CC``, else ``cc``, else ``gcc``: ``-O3
+-march=native -fopenmp`` then ``$SPEECHBLOCKS_NATIVE_CFLAGS``, glibc's vector maths when it links) into
+``$SPEECHBLOCKS_CACHE/native`` (default ``~/.cache/speechblocks/native``, created ``0700``), one file per compiler,
+flags, sources and CPU; the build is atomic (written aside, then renamed). A cached file is loaded only when this user
+owns it and its directory and nobody else can write them (else it is rebuilt, or the library built in a private
+directory), and only when its structs' layout matches the ctypes mirrors (``_build.py``). Without a compiler, on a
+build error, with a refused file, or with ``SPEECHBLOCKS_NATIVE=0``, :func:`library` returns ``None`` and the blocks run
+their own loops: the native code is an accelerator, never a requirement. :func:`status` says which, and why;
+:func:`cpu_budget` is the thread count the adapters give the native steps (the process's CPUs, its cgroup quota
+included).
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ._fields import _F, MAX_LAYERS, _ptr, _set_fields, _threads
+from ._build import HEADERS, SOURCES, NativeStatus, enabled, library, status
+from ._fields import MAX_ATTENTION_UNITS, MAX_LAYERS, _ptr, _set_fields, _threads, cpu_budget
+from ._structs import _Decoder, _State
 from .batch_loop import BatchDecoderLoop
 
-__all__ = ["library", "enabled", "phase_profile", "DecoderLoop", "BatchDecoderLoop", "encoder_scan", "PHASES",
-           "MAX_LAYERS", "MAX_ATTENTION_UNITS", "TORCH_GATES", "TF1_GATES"]
+__all__ = ["library", "enabled", "status", "NativeStatus", "cpu_budget", "phase_profile", "DecoderLoop",
+           "BatchDecoderLoop", "encoder_scan", "PHASES", "MAX_LAYERS", "MAX_ATTENTION_UNITS", "TORCH_GATES",
+           "TF1_GATES", "SOURCES", "HEADERS"]
 
-_HERE = Path(__file__).parent
-#: the C sources of the library (one shared object) and the header they share
-SOURCES = (_HERE / "decoder_step.c", _HERE / "decoder_batch.c", _HERE / "encoder_scan.c")
-HEADERS = (_HERE / "vector_maths.h", _HERE / "vector_tiles.h")
-MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
 #: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
 TORCH_GATES = (0, 1, 2, 3)
 TF1_GATES = (0, 2, 1, 3)
@@ -60,131 +56,7 @@ TF1_GATES = (0, 2, 1, 3)
 PHASES = ("pre-net", "LSTM stack", "attention query", "attention energies", "alignments (softmax)",
           "context + attention state", "projections + stop")
 
-_LOCK = threading.Lock()
-_LIB: dict[str, Optional[ctypes.CDLL]] = {}
 _PROFILE = threading.local()
-
-
-
-class _Decoder(ctypes.Structure):
-    _fields_ = [("layers", ctypes.c_int), ("units", ctypes.c_int), ("input0", ctypes.c_int),
-                ("lstm_w", _F * MAX_LAYERS), ("lstm_b", _F * MAX_LAYERS), ("lstm_cols", ctypes.c_int),
-                ("gate_i", ctypes.c_int), ("gate_f", ctypes.c_int), ("gate_g", ctypes.c_int),
-                ("gate_o", ctypes.c_int), ("dense_cols", ctypes.c_int),
-                ("keep_new", ctypes.c_float), ("keep_old", ctypes.c_float), ("zoneout", ctypes.c_int),
-                ("prenet_layers", ctypes.c_int), ("num_mels", ctypes.c_int),
-                ("prenet_sizes", ctypes.c_int * MAX_LAYERS),
-                ("prenet_w", _F * MAX_LAYERS), ("prenet_b", _F * MAX_LAYERS),
-                ("drop_rate", ctypes.c_float), ("drop_scale", ctypes.c_float),
-                ("att_units", ctypes.c_int), ("max_time", ctypes.c_int), ("memory_size", ctypes.c_int),
-                ("kernel", ctypes.c_int), ("pad_before", ctypes.c_int), ("smoothing", ctypes.c_int),
-                ("cumulate", ctypes.c_int),
-                ("query_w", _F), ("location_wt", _F), ("v_a", _F), ("keys_t", _F), ("values", _F),
-                ("score_bias", _F),
-                ("proj_rows", ctypes.c_int), ("frame_size", ctypes.c_int), ("r", ctypes.c_int),
-                ("stop_at_any", ctypes.c_int), ("proj_w", _F), ("proj_b", _F), ("threads", ctypes.c_int)]
-
-
-class _State(ctypes.Structure):
-    _fields_ = [("cells", _F), ("hiddens", _F), ("context", _F), ("attention", _F), ("frame", _F), ("xin", _F),
-                ("nmax", ctypes.c_int), ("gates", _F), ("partial", _F), ("prenet_buf", _F),
-                ("prenet_max", ctypes.c_int), ("query", _F), ("energy", _F), ("out", _F),
-                ("timings", ctypes.POINTER(ctypes.c_double))]
-
-
-def _cpu_key() -> str:
-    """What the build depends on besides the source and the compiler: this CPU's instruction sets."""
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = line
-                    break
-    except OSError:
-        pass
-    return platform.machine() + flags
-
-
-def _compiler() -> Optional[str]:
-    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("SPEECHBLOCKS_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "speechblocks") / "native"
-
-
-def _build(cc: str, target: Path) -> bool:
-    """Compiles :data:`SOURCES` into ``target`` (atomic: written aside, renamed); with glibc's vector maths, else
-    without."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    base = [cc, "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", *map(str, SOURCES)]
-    for extra in (["-DSB_LIBMVEC", "-lmvec", "-lm"], ["-lm"]):
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run(base + ["-o", tmp] + extra, capture_output=True, timeout=120)
-            if done.returncode == 0:
-                os.replace(tmp, target)
-                return True
-        except (OSError, subprocess.SubprocessError):
-            pass
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return False
-
-
-def enabled() -> bool:
-    """``False`` when ``SPEECHBLOCKS_NATIVE=0`` turns the native step off (read at every call)."""
-    return os.environ.get("SPEECHBLOCKS_NATIVE", "1") != "0"
-
-
-def library() -> Optional[ctypes.CDLL]:
-    """The compiled native step (built on first use), or ``None`` when it is disabled or cannot be built.
-
-    In a process that imported torch, the library's OpenMP runtime is torch's (the dynamic loader resolves
-    ``libgomp.so.1`` to the copy already loaded), so the two share one pool of threads."""
-    if not enabled():
-        return None
-    cc = _compiler()
-    if cc is None or platform.system() != "Linux":
-        return None
-    with _LOCK:
-        if cc in _LIB:
-            return _LIB[cc]
-        lib = None
-        try:
-            version = subprocess.run([cc, "--version"], capture_output=True, timeout=30).stdout
-            code = b"".join(p.read_bytes() for p in SOURCES + HEADERS)
-            key = hashlib.sha256(code + version + _cpu_key().encode()).hexdigest()[:20]
-            target = _cache_dir() / f"speechblocks_native-{key}.so"
-            if target.exists() or _build(cc, target):
-                try:
-                    lib = ctypes.CDLL(str(target))
-                except OSError:  # a damaged file in the cache: built again, once
-                    if not _build(cc, target):
-                        raise
-                    lib = ctypes.CDLL(str(target))
-                lib.sb_decoder_step.restype = ctypes.c_int
-                lib.sb_decoder_step.argtypes = [ctypes.POINTER(_Decoder), ctypes.POINTER(_State), _F, ctypes.c_int,
-                                                _F, _F]
-                lib.sb_decoder_step_batch.restype = ctypes.c_int
-                lib.sb_decoder_step_batch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                                      ctypes.POINTER(ctypes.c_int), _F, ctypes.c_int, _F, _F,
-                                                      ctypes.POINTER(ctypes.c_int)]
-                lib.sb_pack_panels.restype = None
-                lib.sb_pack_panels.argtypes = [_F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
-                lib.sb_tile_columns.restype = ctypes.c_int
-                lib.sb_encoder_scan.restype = ctypes.c_int
-                lib.sb_encoder_scan.argtypes = [_F, _F, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
-                                                ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int,
-                                                ctypes.c_int, _F]
-        except (OSError, subprocess.SubprocessError):
-            lib = None
-        _LIB[cc] = lib
-        return lib
 
 
 @contextlib.contextmanager

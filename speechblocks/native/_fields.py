@@ -1,15 +1,79 @@
 """What both native decoder loops share (``DecoderLoop``, ``batch_loop.BatchDecoderLoop``): the pointer type, the
-OpenMP thread rule, and the fields both C decoder structs hold."""
+limits (``common.h``'s, checked against the library's at load), the OpenMP thread rules (:func:`cpu_budget`, the
+fork rule) and the fields both C decoder structs hold."""
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 _F = ctypes.POINTER(ctypes.c_float)
 MAX_LAYERS = 8  # SB_MAX_LAYERS
+MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
+MAX_BATCH = 1024  # SB_MAX_BATCH
 _POOL_PID: list[int] = []  # the process whose OpenMP threads a native step started
+
+
+def cpu_budget() -> int:
+    """The CPUs this process may use: the CPUs of its affinity mask (``os.sched_getaffinity``: ``taskset``, a
+    cpuset), capped by its cgroup's CPU quota rounded up (``cpu.max``, or cgroup v1's ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``, the smallest along the cgroup's path): a container limited to 2 CPUs on a 64-core host
+    gets 2, where ``os.cpu_count()`` says 64 and a team of 64 OpenMP threads would share 2 CPUs' time. At least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = cgroup_cpu_limit()
+    if quota is not None:
+        n = min(n, math.ceil(quota))
+    return max(1, n)
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _quota(directory: Path, v2: bool) -> Optional[float]:
+    """The CPU quota one cgroup directory sets, in CPUs, or ``None`` when it sets none (or it cannot be read)."""
+    try:
+        if v2:
+            fields = (_read(directory / "cpu.max") or "max").split()
+            return None if fields[0] == "max" or len(fields) < 2 else int(fields[0]) / int(fields[1])
+        quota, period = _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us")
+        return None if quota is None or period is None or int(quota) <= 0 else int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def cgroup_cpu_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> Optional[float]:
+    """The smallest CPU quota (in CPUs, e.g. 1.5) of this process's cgroup and its ancestors, v2 (``cpu.max``) or v1
+    (the ``cpu`` controller's ``cpu.cfs_quota_us / cpu.cfs_period_us``); ``None`` when none is set or readable."""
+    base = Path(root)
+    places: list[tuple[Path, tuple[str, ...], bool]] = []  # (the hierarchy's mount, the cgroup's path in it, v2)
+    for line in (_read(Path(proc_cgroup)) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        relative = tuple(p for p in path.split("/") if p)
+        if controllers == "":
+            places.append((base, relative, True))
+        elif "cpu" in controllers.split(","):
+            mounts = [base / m for m in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu") if (base / m).is_dir()]
+            if mounts:
+                places.append((mounts[0], relative, False))
+    if not places:
+        places.append((base, (), True))
+    limits = [quota for mount, relative, v2 in places for depth in range(len(relative), -1, -1)
+              if (quota := _quota(mount.joinpath(*relative[:depth]), v2)) is not None and quota > 0]
+    return min(limits) if limits else None
 
 
 def _threads(requested: int) -> int:

@@ -12,35 +12,10 @@ from typing import Optional
 import numpy as np
 
 from ..stop_rule import batch_fired
-from ._fields import _F, MAX_LAYERS, _ptr, _set_fields
+from ._fields import MAX_BATCH, _ptr, _set_fields
+from ._structs import _BatchDecoder, _BatchState
 
-__all__ = ["BatchDecoderLoop"]
-
-MAX_BATCH = 1024  # SB_MAX_BATCH
-
-
-class _BatchDecoder(ctypes.Structure):
-    """``sb_batch_decoder``: the kernel pointers (``*_w``) point at packed panels."""
-    _fields_ = [("layers", ctypes.c_int), ("units", ctypes.c_int), ("input0", ctypes.c_int),
-                ("lstm_w", _F * MAX_LAYERS), ("lstm_b", _F * MAX_LAYERS),
-                ("gate_i", ctypes.c_int), ("gate_f", ctypes.c_int), ("gate_g", ctypes.c_int),
-                ("gate_o", ctypes.c_int), ("keep_new", ctypes.c_float), ("keep_old", ctypes.c_float),
-                ("zoneout", ctypes.c_int), ("prenet_layers", ctypes.c_int), ("num_mels", ctypes.c_int),
-                ("prenet_sizes", ctypes.c_int * MAX_LAYERS), ("prenet_w", _F * MAX_LAYERS),
-                ("prenet_b", _F * MAX_LAYERS), ("drop_rate", ctypes.c_float), ("drop_scale", ctypes.c_float),
-                ("att_units", ctypes.c_int), ("max_time", ctypes.c_int), ("memory_size", ctypes.c_int),
-                ("kernel", ctypes.c_int), ("pad_before", ctypes.c_int), ("smoothing", ctypes.c_int),
-                ("cumulate", ctypes.c_int), ("query_w", _F), ("location_wt", _F), ("v_a", _F), ("keys_t", _F),
-                ("values", _F), ("score_bias", _F), ("proj_rows", ctypes.c_int), ("frame_size", ctypes.c_int),
-                ("r", ctypes.c_int), ("stop_at_any", ctypes.c_int), ("proj_w", _F), ("proj_b", _F),
-                ("threads", ctypes.c_int)]
-
-
-class _BatchState(ctypes.Structure):
-    _fields_ = [("cells", _F), ("hiddens", _F), ("context", _F), ("attention", _F), ("frame", _F), ("xin", _F),
-                ("nmax", ctypes.c_int), ("gates", _F), ("gmax", ctypes.c_int), ("prenet", _F), ("query", _F),
-                ("energy", _F), ("out", _F)]
-
+__all__ = ["BatchDecoderLoop", "MAX_BATCH"]
 
 def _wide(n: int, tile: int) -> int:
     return -(-n // tile) * tile

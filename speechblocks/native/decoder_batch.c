@@ -22,10 +22,11 @@
 #include <string.h>
 #include <omp.h>
 
+#include "common.h"
+#include "stop_rule.h"
 #include "vector_maths.h"
 #include "vector_tiles.h"
 
-#define SB_MAX_LAYERS 8
 #define SB_ROW_BLOCK 128 /* rows of a panel multiplied against every entry while in L1 (128 x 256 B at AVX-512) */
 
 /* The tile width the packed panels use (the build's SB_CB). */
@@ -86,13 +87,20 @@ typedef struct {
     float *out;                      /* (batch, units + memory_size): [LSTM output, context] */
 } sb_batch_state;
 
-/* [lo, hi) of n items for thread t of nt, in multiples of `align` */
-static void share_of(int n, int t, int nt, int align, int *lo, int *hi) {
-    int per = (n + nt - 1) / nt;
-    per = (per + align - 1) / align * align;
-    int a = t * per, b = a + per;
-    *lo = a < n ? a : n;
-    *hi = b < n ? b : n;
+/* The layouts of sb_batch_decoder and sb_batch_state, for the loader's check of its ctypes mirrors. */
+const sb_layout_entry *sb_batch_decoder_layout(void) {
+    static const sb_layout_entry table[] = {SB_DECODER_FIELDS(sb_batch_decoder), SB_END(sb_batch_decoder)};
+    return table;
+}
+
+const sb_layout_entry *sb_batch_state_layout(void) {
+    static const sb_layout_entry table[] = {
+        SB_FIELD(sb_batch_state, cells), SB_FIELD(sb_batch_state, hiddens), SB_FIELD(sb_batch_state, context),
+        SB_FIELD(sb_batch_state, attention), SB_FIELD(sb_batch_state, frame), SB_FIELD(sb_batch_state, xin),
+        SB_FIELD(sb_batch_state, nmax), SB_FIELD(sb_batch_state, gates), SB_FIELD(sb_batch_state, gmax),
+        SB_FIELD(sb_batch_state, prenet), SB_FIELD(sb_batch_state, query), SB_FIELD(sb_batch_state, energy),
+        SB_FIELD(sb_batch_state, out), SB_END(sb_batch_state)};
+    return table;
 }
 
 /* g[e][: W(cols)] = h[e][: n_k] . K + bias (zeros past cols) for the n entries, K packed (n_k -> cols), bias NULL
@@ -101,7 +109,7 @@ static void product(const float *K, const float *bias, int n_k, int cols, const 
                     int n, int t, int nt) {
     const int panels = (cols + SB_CB - 1) / SB_CB;
     int p0, p1;
-    share_of(panels, t, nt, 1, &p0, &p1);
+    sb_share(panels, t, nt, 1, &p0, &p1);
     for (int p = p0; p < p1; p++) {
         const int off = p * SB_CB;
         for (int e = 0; e < n; e++)
@@ -119,8 +127,6 @@ static void product(const float *K, const float *bias, int n_k, int cols, const 
         }
     }
 }
-
-#define SB_MAX_BATCH 1024
 
 /* e[c] = (keys_i[c] + q[c]) + sum over the taps kk of W[kk, c] * att[i + kk - pb] (in order of kk; taps outside
  * [0, T) skipped): position i's tanh argument, the location convolution of the previous alignments in registers,
@@ -206,17 +212,13 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
             }
             product(m->prenet_w[k], m->prenet_b[k], pin, size, hx, gy, n, t, nt);
             int p0, p1;
-            share_of((size + SB_CB - 1) / SB_CB, t, nt, 1, &p0, &p1);
+            sb_share((size + SB_CB - 1) / SB_CB, t, nt, 1, &p0, &p1);
             const int c0 = p0 * SB_CB, c1 = p1 * SB_CB < size ? p1 * SB_CB : size;
             for (int e = 0; e < n; e++) {
                 float *y = gy[e];
                 const float *dr = uniform + (size_t)e * total_pre + off;
-                for (int j = c0; j < c1; j++) {
-                    float v = y[j] > 0.f ? y[j] : (y[j] == y[j] ? 0.f : y[j]); /* relu keeping NaN */
-                    int keep = keep_given ? dr[j] != 0.f : dr[j] >= m->drop_rate;
-                    float kept = m->drop_rate == 0.f ? v : v * m->drop_scale;
-                    y[j] = keep ? kept : 0.f;
-                }
+                for (int j = c0; j < c1; j++)
+                    y[j] = sb_prenet_unit(y[j], dr[j], keep_given, m->drop_rate, m->drop_scale);
             }
             off += size;
             pin = size;
@@ -243,7 +245,7 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
 #pragma omp barrier
             product(m->lstm_w[k], m->lstm_b[k], n_k, 4 * u, h_in, g_out, n, t, nt);
 #pragma omp barrier
-            share_of(u, t, nt, 4, &lo, &hi);
+            sb_share(u, t, nt, 4, &lo, &hi);
             const int w = hi - lo;
             for (int e = 0; e < n && w > 0; e++) {
                 const int b = rows[e];
@@ -304,13 +306,7 @@ int sb_decoder_step_batch(const sb_batch_decoder *m, sb_batch_state *s, int n, c
             memcpy(pr, g_out[e], sizeof(float) * m->proj_rows);
             memcpy(s->context + (size_t)b * D, s->out + (size_t)b * (u + D) + u, sizeof(float) * D);
             v_sigmoid(pr + m->frame_size, m->r);
-            int all = 1, any = 0;
-            for (int q = 0; q < m->r; q++) {
-                const int done = nearbyintf(pr[m->frame_size + q]) == 1.0f;
-                all &= done;
-                any |= done;
-            }
-            fired[e] = m->stop_at_any ? any : all;
+            fired[e] = sb_stop_fired(pr + m->frame_size, m->r, m->stop_at_any);
             memcpy(s->frame + (size_t)b * m->num_mels, pr + m->frame_size - m->num_mels, sizeof(float) * m->num_mels);
         }
     }

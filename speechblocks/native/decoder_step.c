@@ -15,6 +15,8 @@
 #include <string.h>
 #include <omp.h>
 
+#include "common.h"
+#include "stop_rule.h"
 #include "vector_maths.h"
 
 /* y[r] = W[r, :] . x + b[r] for rows [r0, r1) of a row-major (rows, n) W; b may be NULL.  One row at a time: a
@@ -69,18 +71,6 @@ static void dense(int cols, const float *W, const float *b, const float *x, int 
         gemv_rows(W, b, x, n_in, lo, hi, y);
 }
 
-/* [lo, hi) of n items for thread t of nt, in multiples of `align` */
-static void share(int n, int t, int nt, int align, int *lo, int *hi) {
-    int per = (n + nt - 1) / nt;
-    per = (per + align - 1) / align * align;
-    int a = t * per, b = a + per;
-    *lo = a < n ? a : n;
-    *hi = b < n ? b : n;
-}
-
-#define SB_MAX_LAYERS 8
-#define SB_MAX_UNITS 1024  /* attention units */
-
 /* The weights and constants of a decoder (pointers into torch tensors, float32, contiguous). */
 typedef struct {
     int layers, units, input0;       /* LSTM stack; layer 1's input is [pre-net output, context] (input0 wide) */
@@ -124,6 +114,29 @@ typedef struct {
     double *timings;                 /* NULL, or (SB_PHASES) seconds added per phase (thread 0's clock) */
 } sb_state;
 
+/* The layouts of sb_decoder and sb_state and the limits, for the loader's check of its ctypes mirrors. */
+const sb_layout_entry *sb_decoder_layout(void) {
+    static const sb_layout_entry table[] = {SB_DECODER_FIELDS(sb_decoder), SB_FIELD(sb_decoder, lstm_cols),
+                                            SB_FIELD(sb_decoder, dense_cols), SB_END(sb_decoder)};
+    return table;
+}
+
+const sb_layout_entry *sb_state_layout(void) {
+    static const sb_layout_entry table[] = {
+        SB_FIELD(sb_state, cells), SB_FIELD(sb_state, hiddens), SB_FIELD(sb_state, context),
+        SB_FIELD(sb_state, attention), SB_FIELD(sb_state, frame), SB_FIELD(sb_state, xin), SB_FIELD(sb_state, nmax),
+        SB_FIELD(sb_state, gates), SB_FIELD(sb_state, partial), SB_FIELD(sb_state, prenet_buf),
+        SB_FIELD(sb_state, prenet_max), SB_FIELD(sb_state, query), SB_FIELD(sb_state, energy),
+        SB_FIELD(sb_state, out), SB_FIELD(sb_state, timings), SB_END(sb_state)};
+    return table;
+}
+
+const sb_layout_entry *sb_limits(void) {
+    static const sb_layout_entry table[] = {{"MAX_LAYERS", SB_MAX_LAYERS}, {"MAX_ATTENTION_UNITS", SB_MAX_UNITS},
+                                            {"MAX_BATCH", SB_MAX_BATCH}, {NULL, 0}};
+    return table;
+}
+
 /* the phases of a step, in sb_state.timings: pre-net, LSTM stack, attention query, energies (location convolution,
  * tanh, v_a), their normalisation, context and attention state, projections and the stop rule */
 #define SB_PHASES 7
@@ -155,14 +168,10 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
             int n_out = m->prenet_sizes[k];
             float *py = s->prenet_buf + (size_t)(k % 2) * s->prenet_max;
             if (k == m->prenet_layers - 1) py = s->xin;  /* the last layer writes layer 1's input directly */
-            share(n_out, t, nt, 4, &lo, &hi);
+            sb_share(n_out, t, nt, 4, &lo, &hi);
             dense(m->dense_cols, m->prenet_w[k], m->prenet_b[k], px, pin, n_out, lo, hi, py);
-            for (int j = lo; j < hi; j++) {
-                float v = py[j] > 0.f ? py[j] : (py[j] == py[j] ? 0.f : py[j]);  /* relu keeping NaN */
-                int keep = keep_given ? uniform[off + j] != 0.f : uniform[off + j] >= m->drop_rate;
-                float kept = m->drop_rate == 0.f ? v : v * m->drop_scale;
-                py[j] = keep ? kept : 0.f;
-            }
+            for (int j = lo; j < hi; j++)
+                py[j] = sb_prenet_unit(py[j], uniform[off + j], keep_given, m->drop_rate, m->drop_scale);
             off += n_out;
             px = py;
             pin = n_out;
@@ -170,7 +179,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
         }
         SB_MARK(0);
         /* LSTM stack: thread t owns units [lo, hi) and so all four gate rows of each */
-        share(u, t, nt, 4, &lo, &hi);
+        sb_share(u, t, nt, 4, &lo, &hi);
         if (t == 0) {
             memcpy(s->xin + m->prenet_sizes[m->prenet_layers - 1], s->context, sizeof(float) * D);
         }
@@ -183,7 +192,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
             float *g = s->gates;
             if (m->lstm_cols) {  /* each thread a block of rows, then each its units' sums of the partials */
                 int i0, i1;
-                share(n, t, nt, 4, &i0, &i1);
+                sb_share(n, t, nt, 4, &i0, &i1);
                 gemv_cols_partial(m->lstm_w[k], xk, 4 * u, i0, i1, s->partial + (size_t)t * 4 * u);
 #pragma omp barrier
                 for (int q = 0; q < 4; q++)
@@ -204,11 +213,11 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
         }
         SB_MARK(1);
         /* attention: the processed query, then energies over this thread's share of the memory steps */
-        share(U, t, nt, 4, &lo, &hi);
+        sb_share(U, t, nt, 4, &lo, &hi);
         dense(m->dense_cols, m->query_w, NULL, s->out, u, U, lo, hi, s->query);
 #pragma omp barrier
         SB_MARK(2);
-        share(T, t, nt, 4, &lo, &hi);
+        sb_share(T, t, nt, 4, &lo, &hi);
         if (hi > lo) {
             const int K = m->kernel, pb = m->pad_before;
             float *e = s->energy + (size_t)lo * U;  /* (hi - lo, U): the tanh arguments of these steps */
@@ -246,7 +255,7 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
 #pragma omp barrier
         SB_MARK(4);
         /* context over this thread's memory channels; the new attention state over its steps */
-        share(D, t, nt, 16, &lo, &hi);
+        sb_share(D, t, nt, 16, &lo, &hi);
         for (int d = lo; d < hi; d++) s->out[u + d] = 0.f;
         for (int i = 0; i < T; i++) {
             const float ai = alignments[i];
@@ -254,24 +263,18 @@ int sb_decoder_step(const sb_decoder *m, sb_state *s, const float *uniform, int 
 #pragma omp simd
             for (int d = lo; d < hi; d++) s->out[u + d] += ai * vi[d];
         }
-        share(T, t, nt, 16, &lo, &hi);
+        sb_share(T, t, nt, 16, &lo, &hi);
         for (int i = lo; i < hi; i++) s->attention[i] = m->cumulate ? alignments[i] + s->attention[i] : alignments[i];
 #pragma omp barrier
         SB_MARK(5);
         /* frame and stop projections over [output, context] */
-        share(m->proj_rows, t, nt, 4, &lo, &hi);
+        sb_share(m->proj_rows, t, nt, 4, &lo, &hi);
         dense(m->dense_cols, m->proj_w, m->proj_b, s->out, u + D, m->proj_rows, lo, hi, projected);
 #pragma omp barrier
         if (t == 0) {
             memcpy(s->context, s->out + u, sizeof(float) * D);
             v_sigmoid(projected + m->frame_size, m->r);
-            int all = 1, any = 0;
-            for (int q = 0; q < m->r; q++) {
-                int done = nearbyintf(projected[m->frame_size + q]) == 1.0f;
-                all &= done;
-                any |= done;
-            }
-            fired = m->stop_at_any ? any : all;
+            fired = sb_stop_fired(projected + m->frame_size, m->r, m->stop_at_any);
             memcpy(s->frame, projected + m->frame_size - m->num_mels, sizeof(float) * m->num_mels);
         }
         SB_MARK(6);

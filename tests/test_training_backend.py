@@ -1,6 +1,7 @@
 """The framework-free pieces of ``speechblocks train``: the Adam slots in TF1's names and layout
 (:mod:`speechblocks.training.optimizer_slots`, a TF1 checkpoint written here in numpy), the backend contract
-(everything :mod:`~speechblocks.training.run` and :mod:`~speechblocks.training.gta` call on a trainer is a member of
+(everything :mod:`~speechblocks.training.run`, :mod:`~speechblocks.training.hooks` and
+:mod:`~speechblocks.training.gta` call on a trainer is a member of
 :class:`~speechblocks.training.backend.TrainerBackend`), and the loop with its hooks driven by a numpy trainer that
 satisfies the protocol: hooks called in order around every step, exact resume, a signal's stop, a diverged step.
 No framework is imported (a few seconds of CPU)."""
@@ -20,8 +21,9 @@ from speechblocks.training import optimizer_slots as slots_module
 from speechblocks.training import run as run_module
 from speechblocks.training.backend import StepResult, TrainerBackend
 from speechblocks.training.checkpoint_files import read_state
+from speechblocks.training.hooks import TrainingHook
 from speechblocks.training.optimizer_slots import framework_moments, read_tf1_adam_state, tf1_slots
-from speechblocks.training.run import TrainingDivergedError, TrainingHook, TrainOptions, train
+from speechblocks.training.run import TrainingDivergedError, TrainOptions, train
 from tests.helpers import tf1_index_writer as iw
 from tests.helpers.tiny_training import TINY, tiny_corpus
 
@@ -117,7 +119,7 @@ def _called_on_a_trainer(path: str) -> set[str]:
 def test_the_loop_and_gta_call_only_the_protocol():
     members = {n for n in vars(TrainerBackend) if not n.startswith("_")} | set(TrainerBackend.__annotations__)
     called = set()
-    for module in ("run", "gta"):
+    for module in ("run", "hooks", "gta"):
         called |= _called_on_a_trainer(os.path.join(ROOT, "speechblocks", "training", f"{module}.py"))
     assert called <= members, sorted(called - members)
     assert len(called) >= 14, sorted(called)  # the reading above finds the calls

@@ -28,7 +28,7 @@ from ..tacotron2_hparams import TACOTRON2_PRESETS, tacotron2_hparams
 from .batches import prepare_batch
 from .examples import check_example_files, load_example
 from .metadata import read_metadata
-from .run import step_seed
+from .noise import step_seed
 
 __all__ = ["resolve_model", "run_gta"]
 

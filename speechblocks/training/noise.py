@@ -12,7 +12,13 @@ import numpy as np
 
 from ._hparams import get_int, lookup
 
-__all__ = ["draw_noise_masks", "noise_mask_rows"]
+__all__ = ["draw_noise_masks", "noise_mask_rows", "step_seed"]
+
+
+def step_seed(seed: int, step: int, stream: int = 0) -> int:
+    """The 32-bit seed of the random draws of global step ``step`` (a function of the run's seed and the step;
+    ``stream``: another draw of the same step, e.g. an evaluation batch)."""
+    return int(np.random.SeedSequence([int(seed), int(step), int(stream)]).generate_state(1)[0])
 
 
 def _rate(hparams, name: str) -> float:

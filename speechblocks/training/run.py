@@ -16,8 +16,9 @@ The framework comes from a trainer backend (``torch_layers.Tacotron2Trainer``, `
 The code: :func:`train` resolves the run (:func:`_resolve_run`: the options checked, ``run.json`` and the last
 checkpoint read, the hparams, the trainer and its optimizer state), prepares the data (:func:`_prepare_data`: the
 split, the sampler at the run's position, the test batches), records the run (:func:`_record_run`) and runs the
-loop (:func:`_run_steps`: one :func:`_step` at a time) with its :class:`TrainingHook` s: ``on_step``, the progress
-line, the summaries (TensorBoard), the evaluation, the checkpoints and the signals.
+loop (:func:`_run_steps`: one :func:`_step` at a time) with the hooks of :mod:`speechblocks.training.hooks`
+(:class:`~speechblocks.training.hooks.TrainingHook`): ``on_step``, the progress line, the summaries (TensorBoard),
+the evaluation, the checkpoints and the signals.
 
 The run folder ``RUN``::
 
@@ -44,10 +45,7 @@ import dataclasses
 import json
 import math
 import os
-import signal
-import sys
 import time
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -57,10 +55,12 @@ from ..errors import UsageError
 from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
 from .backend import Distribution, StepResult, TrainerBackend
 from .batches import pad_batch, prepare_batch, shard_rows
-from .checkpoint_files import read_state, write_state
+from .checkpoint_files import read_state
 from .examples import check_example_files, load_example
 from .guided_attention import DEFAULT_SIGMA, add_guided_attention_weights
+from .hooks import Callback, Checkpoints, Evaluation, Progress, ProgressLine, Signals, Summaries, TrainingHook
 from .metadata import BatchSampler, MetadataEntry, make_test_batches, read_metadata, split_train_test
+from .noise import step_seed
 from .optimizer_slots import read_tf1_adam_state
 from .schedule import learning_rate
 
@@ -71,8 +71,6 @@ RUN_FORMAT = "speechblocks.train.run"
 #: hparams a resumed run may change (they change no number of the training)
 RESUMABLE_CHANGES = frozenset({"tacotron_checkpoint_interval", "tacotron_eval_interval", "tacotron_summary_interval",
                                "tacotron_train_steps", "griffin_lim_iters"})
-KEEP_CHECKPOINTS = 5  # the original Saver's max_to_keep
-EVAL_GRIFFIN_LIM_ITERS = 8
 
 
 class TrainingDivergedError(RuntimeError):
@@ -129,11 +127,6 @@ class TrainResult:
     #: per step of this invocation: ``(seconds reading and padding the batch, seconds of the optimizer step, real
     #: mel frames of the batch -- this process's rows)``: where the time goes (``bench/bench_training.py``)
     timings: list = dataclasses.field(default_factory=list)
-
-
-def step_seed(seed: int, step: int, stream: int = 0) -> int:
-    """The 32-bit seed of the random draws of global step ``step`` (a function of the run's seed and the step)."""
-    return int(np.random.SeedSequence([int(seed), int(step), int(stream)]).generate_state(1)[0])
 
 
 def utterance_id(entry: MetadataEntry) -> str:
@@ -255,25 +248,6 @@ def _latest(run_dir: str) -> dict | None:
 
 
 # -- resolving the run ---------------------------------------------------------------------------------------
-class _Progress:
-    def __init__(self, enabled: bool, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and self.stream.isatty()
-
-    def step(self, line: str):
-        if self.tty:
-            self.stream.write("\r" + line + "\033[K")
-            self.stream.flush()
-
-    def say(self, line: str):
-        if self.enabled:
-            if self.tty:
-                self.stream.write("\r\033[K")
-            self.stream.write(f"speechblocks train: {line}\n")
-            self.stream.flush()
-
-
 @dataclasses.dataclass
 class _Run:
     """A resolved run: its folders, hparams, trainer and the state it continues from."""
@@ -290,7 +264,7 @@ class _Run:
     seed: int
     sampler_state: dict | None  # the data order to continue (None: from its start)
     guided: dict | None  # the guided-attention term (None: off)
-    progress: _Progress
+    progress: Progress
     ranks: Distribution | None  # the data-parallel processes (None: one process)
 
     @property
@@ -330,7 +304,7 @@ def _resolve_run(backend_cls, options: TrainOptions, ranks: Distribution | None)
     latest = _latest(run_dir) if info is not None else None
     if ranks is not None:
         ranks.barrier()  # every rank has read the run folder before rank 0 writes to it
-    progress = _Progress(options.progress and (ranks is None or int(ranks.rank) == 0))
+    progress = Progress(options.progress and (ranks is None or int(ranks.rank) == 0))
     sampler_state = None
     if latest is not None:
         trainer, model_hp, start_step, seed, sampler_state = _resume_trainer(backend_cls, run_dir, info, latest,
@@ -456,27 +430,6 @@ def _next_batch(run: _Run, data: _Data) -> tuple[dict, list, tuple[int, int] | N
 
 
 # -- the loop and its hooks ----------------------------------------------------------------------------------
-class TrainingHook:
-    """What the training loop calls besides the step (every method a no-op here; a hook overrides its own).
-
-    Before every step :meth:`stop_requested` (a signal number stops the loop before the step), after every step
-    :meth:`on_step`, after the last step :meth:`on_end` (not when the loop raised), and :meth:`close` always.
-    """
-
-    def stop_requested(self) -> int:
-        """A signal number to stop before the next step (0: go on)."""
-        return 0
-
-    def on_step(self, step: int, result: StepResult, seconds: float) -> None:
-        """After global step ``step`` (the number of updates applied), which took ``seconds``."""
-
-    def on_end(self, step: int) -> None:
-        """After the last step of this invocation (``step``: the global step reached)."""
-
-    def close(self) -> None:
-        """When the loop ends, also by an exception."""
-
-
 def _step(run: _Run, data: _Data, step: int, last_checkpoint: str | None) -> tuple[StepResult, tuple, float]:
     """One optimizer step from global step ``step``: the result (its learning rate set), its timing and its start.
 
@@ -520,157 +473,16 @@ def _run_steps(run: _Run, data: _Data, hooks: list[TrainingHook], total: int, ou
         hook.on_end(out.global_step)
 
 
-class _Callback(TrainingHook):
-    """``train``'s ``on_step(global_step, step_result)``."""
-
-    def __init__(self, fn: Callable):
-        self.fn = fn
-
-    def on_step(self, step, result, seconds):
-        self.fn(step, result)
-
-
-class _ProgressLine(TrainingHook):
-    """The progress line: seconds a step and the loss averaged over the last 100 steps."""
-
-    def __init__(self, progress: _Progress):
-        self.progress = progress
-        self.window, self.times = deque(maxlen=100), deque(maxlen=100)
-
-    def on_step(self, step, result, seconds):
-        loss = float(result.losses["loss"])
-        self.times.append(seconds)
-        self.window.append(loss)
-        self.progress.step(f"step {step:7d} [{sum(self.times) / len(self.times):.3f} s/step, loss={loss:.5f}, "
-                           f"avg_loss={sum(self.window) / len(self.window):.5f}, lr={result.learning_rate:.3g}]")
-
-
-class _Summaries(TrainingHook):
-    """Every ``tacotron_summary_interval`` steps the step's scalars in the run's TensorBoard event file (which the
-    evaluation writes to too)."""
-
-    def __init__(self, run: _Run):
-        from ..tensorboard_events import EventFileWriter
-
-        self.events = EventFileWriter(os.path.join(run.run_dir, "events"))
-        self.every = int(run.hp_full["tacotron_summary_interval"])
-
-    def on_step(self, step, result, seconds):
-        if step % self.every == 0:
-            scalars = {f"stats/{k}": float(v) for k, v in result.losses.items()}
-            scalars.update({"stats/learning_rate": result.learning_rate, "stats/gradient_norm": result.grad_norm,
-                            "stats/steps_per_second": 1.0 / max(seconds, 1e-9)})
-            self.events.add_scalars(step, scalars)
-
-    def close(self):
-        self.events.close()
-
-
-class _Evaluation(TrainingHook):
-    """Every ``tacotron_eval_interval`` steps the losses over every test batch (as the original's eval model), plots
-    and a wav of the last batch's first sentence; the scalars under the original's ``Tacotron_eval_model/
-    eval_stats/`` tags; the losses in ``out.eval_losses``."""
-
-    def __init__(self, run: _Run, data: _Data, events, out: TrainResult):
-        self.run, self.data, self.events, self.out = run, data, events, out
-        self.every = int(run.hp_full["tacotron_eval_interval"])
-
-    def on_step(self, step, result, seconds):
-        if step % self.every == 0:
-            self.out.eval_losses = self.evaluate(step)
-
-    def evaluate(self, step: int) -> dict:
-        run, data, progress = self.run, self.data, self.run.progress
-        if not data.test_batches:
-            progress.say(f"step {step}: no test batch (the test split is empty): evaluation skipped")
-            return {}
-        sums: dict = {}
-        for i, indices in enumerate(data.test_batches):
-            batch = data.load([data.test_set[j] for j in indices])
-            losses, mel, alignment = run.trainer.evaluate(batch, step_seed(run.seed, step, 1 + i))
-            for k, v in losses.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-            length = int(batch["targets_lengths"][0])
-            target = batch["mel_targets"][0, :length]
-        means = {k: v / len(data.test_batches) for k, v in sums.items()}
-        self.events.add_scalars(step, {f"Tacotron_eval_model/eval_stats/eval_{k}": v for k, v in means.items()})
-        title = f"Tacotron, step={step}, loss={means['loss']:.5f}"
-        _plot(run.run_dir, step, mel[:length], target, alignment, run.hp_full, title, progress)
-        _eval_wav(run.run_dir, step, mel[:length], run.hp_full, progress)
-        progress.say(f"step {step}: eval loss {means['loss']:.5f} over {len(data.test_batches)} test batch(es)")
-        return means
-
-
-class _Checkpoints(TrainingHook):
-    """Every ``tacotron_checkpoint_interval`` steps and after the last step a checkpoint (rank 0 writes it; the
-    other ranks name it); the last in ``out.checkpoint``."""
-
-    def __init__(self, run: _Run, sampler: BatchSampler, out: TrainResult):
-        self.run, self.sampler, self.out = run, sampler, out
-        self.every = int(run.hp_full["tacotron_checkpoint_interval"])
-
-    def write(self, step: int) -> str:
-        run = self.run
-        if run.writer:
-            path = _write_checkpoint(run.run_dir, run.trainer, step, self.sampler, run.seed, run.framework)
-        else:
-            path = os.path.join(run.run_dir, "checkpoints", f"tacotron2-{step:08d}{run.trainer.model_suffix}")
-        self.out.checkpoint = path
-        return path
-
-    def on_step(self, step, result, seconds):
-        if step % self.every == 0:
-            path = self.write(step)
-            self.run.progress.say(f"step {step}: checkpoint {os.path.basename(path)} "
-                                  f"(loss {float(result.losses['loss']):.5f})")
-
-    def on_end(self, step):
-        last = self.out.checkpoint
-        if last is None or not last.endswith(f"-{step:08d}{self.run.trainer.model_suffix}"):
-            self.run.progress.say(f"step {step}: checkpoint {os.path.basename(self.write(step))}")
-
-
-class _Signals(TrainingHook):
-    """SIGINT/SIGTERM handlers that record the signal: the loop finishes its step, checkpoints and stops (every rank
-    after the same step); a signal during the last step is ``out.signal`` too."""
-
-    def __init__(self, enabled: bool, ranks: Distribution | None, out: TrainResult):
-        self.signal: int | None = None
-        self.ranks, self.out = ranks, out
-        self._saved = {}
-        if enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self._saved[sig] = signal.signal(sig, self._handle)
-                except ValueError:  # not the main thread
-                    pass
-
-    def _handle(self, signum, frame):
-        self.signal = signum
-
-    def stop_requested(self):
-        signum = self.signal or 0
-        if self.ranks is not None and int(self.ranks.world_size) > 1:  # every rank stops after the same step
-            signum = self.ranks.max([signum])[0]
-        return signum
-
-    def close(self):
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
-        if self.out.signal is None and self.signal is not None:  # a signal during the last step
-            self.out.signal = self.signal
-
-
-def _hooks(run: _Run, data: _Data, options: TrainOptions, on_step: Callable | None, checkpoints: _Checkpoints,
+def _hooks(run: _Run, data: _Data, options: TrainOptions, on_step: Callable | None, checkpoints: Checkpoints,
            out: TrainResult) -> list[TrainingHook]:
     """The hooks in the order the loop calls them: ``on_step``, the progress line, rank 0's summaries and
     evaluation, the checkpoints, the signals (installed last: their handlers are restored by :meth:`close`)."""
-    hooks: list[TrainingHook] = [] if on_step is None else [_Callback(on_step)]
-    hooks.append(_ProgressLine(run.progress))
+    hooks: list[TrainingHook] = [] if on_step is None else [Callback(on_step)]
+    hooks.append(ProgressLine(run.progress))
     if run.writer:
-        summaries = _Summaries(run)
-        hooks += [summaries, _Evaluation(run, data, summaries.events, out)]
-    return hooks + [checkpoints, _Signals(options.handle_signals, run.ranks, out)]
+        summaries = Summaries(run)
+        hooks += [summaries, Evaluation(run, data, summaries.events, out)]
+    return hooks + [checkpoints, Signals(options.handle_signals, run.ranks, out)]
 
 
 def train(backend_cls, options: TrainOptions, on_step: Callable | None = None) -> TrainResult:
@@ -709,7 +521,7 @@ def _train(backend_cls, options: TrainOptions, on_step: Callable | None, ranks) 
     data = _prepare_data(run, options)
     _record_run(run, options)
     out = TrainResult(run.start_step, [], None)
-    checkpoints = _Checkpoints(run, data.sampler, out)
+    checkpoints = Checkpoints(run, data.sampler, out)
     if run.latest is None:
         checkpoints.write(run.start_step)  # as the original: a checkpoint before the first step
     total = options.steps if options.steps is not None else \
@@ -749,74 +561,6 @@ def _migrated_step(path: str) -> int:
             if os.path.exists(sidecar):
                 return int(read_state(sidecar)[0]["global_step"])
     return 0
-
-
-def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, seed: int, framework: str) -> str:
-    ckpt_dir = os.path.join(run_dir, "checkpoints")
-    stem = f"tacotron2-{step:08d}"
-    model_name, state_name = stem + trainer.model_suffix, stem + ".state.npz"
-    trainer.save_model(os.path.join(ckpt_dir, model_name))
-    updates, slots = trainer.optimizer_state()
-    write_state(os.path.join(ckpt_dir, state_name),
-                {"global_step": step, "sampler": sampler.state_dict(), "seed": seed, "framework": framework,
-                 "adam_updates": updates, "model": model_name,
-                 "rng": "dropout and zoneout re-seeded every step from (seed, global_step)"}, slots)
-    latest = os.path.join(ckpt_dir, "latest.json")
-    with atomic_path(latest) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"step": step, "model": model_name, "state": state_name}, f)
-    kept = sorted(n for n in os.listdir(ckpt_dir) if n.startswith("tacotron2-") and n.endswith(".state.npz"))
-    for old in kept[:-KEEP_CHECKPOINTS]:
-        for name in (old, old.replace(".state.npz", trainer.model_suffix)):
-            try:
-                os.remove(os.path.join(ckpt_dir, name))
-            except OSError:
-                pass
-    return os.path.join(ckpt_dir, model_name)
-
-
-def _plot(run_dir, step, mel, target, alignment, hp_full, title, progress) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        progress.say("matplotlib is not installed: no plots")
-        return
-    plots = os.path.join(run_dir, "plots")
-    os.makedirs(plots, exist_ok=True)
-    r = int(hp_full["outputs_per_step"])
-    fig, ax = plt.subplots(figsize=(6, 4))
-    steps = max(1, math.ceil(len(mel) / r))
-    im = ax.imshow(alignment[:, :steps], aspect="auto", origin="lower", interpolation="none")
-    fig.colorbar(im, ax=ax)
-    ax.set_xlabel("decoder step")
-    ax.set_ylabel("encoder step")
-    ax.set_title(title)
-    fig.savefig(os.path.join(plots, f"step-{step}-align.png"))
-    plt.close(fig)
-    fig, axes = plt.subplots(2, 1, figsize=(8, 6))
-    for a, spec, name in ((axes[0], target, "target"), (axes[1], mel, "predicted")):
-        im = a.imshow(np.asarray(spec).T, aspect="auto", origin="lower", interpolation="none")
-        fig.colorbar(im, ax=a)
-        a.set_title(f"{name} mel spectrogram")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(os.path.join(plots, f"step-{step}-mel.png"))
-    plt.close(fig)
-
-
-def _eval_wav(run_dir, step, mel, hp_full, progress) -> None:
-    from .. import audio
-
-    try:
-        params = audio.audio_hparams(hp_full)
-        wav = audio.inv_mel_spectrogram(np.asarray(mel, np.float32), params, n_iter=EVAL_GRIFFIN_LIM_ITERS, seed=0)
-        wavs = os.path.join(run_dir, "wavs")
-        os.makedirs(wavs, exist_ok=True)
-        audio.save_wav(wav, os.path.join(wavs, f"step-{step}-eval.wav"), params.sample_rate)
-    except (ValueError, ImportError) as exc:  # e.g. mel sizes no audio front-end can invert
-        progress.say(f"step {step}: no eval wav ({type(exc).__name__}: {exc})")
 
 
 def preset_names() -> list[str]:

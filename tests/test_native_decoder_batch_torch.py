@@ -1,6 +1,6 @@
 """The native batched decoder step (``speechblocks/native/decoder_batch.c``) through torch
 (``torch_layers/_native.py``): an eager ``Tacotron2Decoder`` call at batch > 1 (the original stop rule, or each entry
-leaving at its own stop under ``loop_options(stop_each=True)``, as ``Tacotron2.synthesize_batch`` runs it).
+leaving at its own stop with ``decode(stop_each=True)``, as ``Tacotron2.synthesize_batch`` runs it).
 
 Each test runs the same call through the native step and through the TorchScript loop (``SPEECHBLOCKS_NATIVE=0``)
 with the same random seed (the pre-net's dropout draws, ``(entries running, size)`` per layer and step), and through
@@ -19,7 +19,7 @@ from speechblocks import resolve_hparams
 from tests.helpers.call_counter import count_calls
 from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
-from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
+from torch_layers.tacotron2_decoder import Tacotron2Decoder
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native step cannot be built (the TorchScript loop runs)")
@@ -51,8 +51,8 @@ def _call(monkeypatch, dec, memory, lengths, stop_each, native: str, seed=7, **k
     monkeypatch.setenv("SPEECHBLOCKS_NATIVE", native)
     dec.to(memory.dtype)
     torch.manual_seed(seed)
-    with torch.inference_mode(), loop_options(stop_each=stop_each):
-        out = dec(memory, lengths, None, None, **kwargs)
+    with torch.inference_mode():
+        out = dec.decode(memory, lengths, None, None, stop_each=stop_each, **kwargs)
     dec.float()
     monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
     return out, torch.get_rng_state()

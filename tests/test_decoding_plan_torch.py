@@ -15,27 +15,21 @@ import torch
 
 from speechblocks import stop_rule as numpy_rule
 from speechblocks.decoding import DecodingPlan
+from tests.test_native_decoder_batch_torch import _decoder as batch_decoder
 from torch_layers import _native, _packed_linear
 from torch_layers import tacotron2_decoder as decoder_module
 from torch_layers.decoding_plan import plan_decoding
 from torch_layers.tacotron2_decoder import Tacotron2Decoder
 from torch_layers.tacotron2_stop_rule import batch_fired, entries_fired
 
-SMALL = dict(num_mels=6, prenet_layers=(12, 10), decoder_layers=2, decoder_lstm_units=20, attention_dim=8,
-             attention_filters=3, attention_kernel=5, max_iters=30)
 LENGTHS = [9, 4, 7]
 has_native = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native steps cannot be built")
 
 
 def _decoder(seed: int = 0, stop_bias: float = -1.0, **overrides) -> Tacotron2Decoder:
-    torch.manual_seed(seed)
-    dec = Tacotron2Decoder(11, **dict(SMALL, **overrides)).eval()
-    with torch.no_grad():
-        for p in dec.parameters():  # larger weights: attention that moves, stops that vary between the entries
-            p.mul_(3.0)
-        dec.stop_projection.dense.bias.fill_(stop_bias)
-    return dec
+    """The batched native tests' decoder (weights x3: attention that moves, stops that vary), 30 steps at most."""
+    return batch_decoder(seed, stop_bias, **dict(dict(max_iters=30), **overrides))
 
 
 def _memory(batch: int, dtype=torch.float32) -> torch.Tensor:

@@ -269,10 +269,12 @@ class _Run:
 
     @property
     def rank(self) -> int:
+        """This process's rank (0 in one process)."""
         return 0 if self.ranks is None else int(self.ranks.rank)
 
     @property
     def world(self) -> int:
+        """The number of data-parallel processes (1: one process)."""
         return 1 if self.ranks is None else int(self.ranks.world_size)
 
     @property

@@ -344,9 +344,11 @@ def test_cpu_budget_follows_the_affinity_and_the_quota(monkeypatch):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "1"
     affinity = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(_fields, "cgroup_cpu_limit", lambda: None)
-    assert native.cpu_budget() == affinity
+    for limit, expected in ((None, affinity), (0.3, 1), (affinity - 0.5 if affinity > 1 else 0.5, affinity)):
+        monkeypatch.setattr(_fields, "cgroup_cpu_limit", lambda limit=limit: limit)
+        monkeypatch.setattr(_fields, "_QUOTA", {})
+        assert native.cpu_budget() == expected, limit  # a fractional quota rounds up
     monkeypatch.setattr(_fields, "cgroup_cpu_limit", lambda: 0.3)
+    assert native.cpu_budget() == affinity  # the last reading, until QUOTA_TTL_S has passed
+    monkeypatch.setattr(_fields, "QUOTA_TTL_S", 0.0)
     assert native.cpu_budget() == 1
-    monkeypatch.setattr(_fields, "cgroup_cpu_limit", lambda: affinity - 0.5 if affinity > 1 else 0.5)
-    assert native.cpu_budget() == affinity  # a fractional quota rounds up

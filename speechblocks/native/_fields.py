@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -16,18 +17,27 @@ MAX_LAYERS = 8  # SB_MAX_LAYERS
 MAX_ATTENTION_UNITS = 1024  # SB_MAX_UNITS
 MAX_BATCH = 1024  # SB_MAX_BATCH
 _POOL_PID: list[int] = []  # the process whose OpenMP threads a native step started
+#: :func:`cgroup_cpu_limit` as last read, per process: ``{pid: (time.monotonic() then, limit)}`` (reading the cgroup
+#: files costs ~1 ms; the adapters ask at every call)
+_QUOTA: dict[int, tuple[float, Optional[float]]] = {}
+QUOTA_TTL_S = 10.0
 
 
 def cpu_budget() -> int:
     """The CPUs this process may use: the CPUs of its affinity mask (``os.sched_getaffinity``: ``taskset``, a
     cpuset), capped by its cgroup's CPU quota rounded up (``cpu.max``, or cgroup v1's ``cpu.cfs_quota_us`` over
-    ``cpu.cfs_period_us``, the smallest along the cgroup's path): a container limited to 2 CPUs on a 64-core host
-    gets 2, where ``os.cpu_count()`` says 64 and a team of 64 OpenMP threads would share 2 CPUs' time. At least 1."""
+    ``cpu.cfs_period_us``, the smallest along the cgroup's path; read again after :data:`QUOTA_TTL_S` seconds): a
+    container limited to 2 CPUs on a 64-core host gets 2, where ``os.cpu_count()`` says 64 and a team of 64 OpenMP
+    threads would share 2 CPUs' time. At least 1."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    quota = cgroup_cpu_limit()
+    pid, now = os.getpid(), time.monotonic()
+    seen = _QUOTA.get(pid)
+    if seen is None or now - seen[0] > QUOTA_TTL_S:
+        seen = _QUOTA[pid] = (now, cgroup_cpu_limit())
+    quota = seen[1]
     if quota is not None:
         n = min(n, math.ceil(quota))
     return max(1, n)

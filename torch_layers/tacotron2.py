@@ -12,7 +12,8 @@ from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
 from speechblocks.distributed import check_sync_batch_norm
-from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
+from speechblocks.stop_rule import stop_steps
+from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
 from ._migrated_model import load_migrated_model
@@ -416,13 +417,19 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             memory = self._memory_each(inputs, lengths_t, spk)
             frames, stop, alignments = self.decoder.decode(memory, lengths_t, None, int(limit), progress=progress,
                                                            stop_each=True)
-            steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)
-            results = []
-            for k, (t, s) in enumerate(zip(lengths, steps)):
-                out = {key: _numpy(v[0]) for key, v in self._postprocess(frames[k:k + 1, :s], None).items()}
-                results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
-                                    stop_token_prediction=_numpy(stop[k, :s]).reshape(-1),
-                                    alignments=_numpy(alignments[k, :t, :s]), **out, stopped=bool(stopped[k])))
+            return self._each_sentence(frames, stop, alignments, lengths)
+
+    @torch.jit.unused
+    def _each_sentence(self, frames: Tensor, stop: Tensor, alignments: Tensor, lengths) -> list[dict]:
+        """:meth:`synthesize_batch`'s results: each sentence cut to its own steps (the numpy stop rule,
+        :func:`speechblocks.stop_rule.stop_steps`), its postnet run on its own frames."""
+        steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)
+        results = []
+        for k, (t, s) in enumerate(zip(lengths, steps)):
+            out = {key: _numpy(v[0]) for key, v in self._postprocess(frames[k:k + 1, :s], None).items()}
+            results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
+                                stop_token_prediction=_numpy(stop[k, :s]).reshape(-1),
+                                alignments=_numpy(alignments[k, :t, :s]), **out, stopped=bool(stopped[k])))
         return results
 
     # -- TF1 exchange ---------------------------------------------------------------------------------------

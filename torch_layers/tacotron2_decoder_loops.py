@@ -120,6 +120,25 @@ def _prenet_at(frame_in: Tensor, prenet_keep: Optional[list[Tensor]], t: int, w:
     return prenet_step(frame_in, w.prenet_weights, w.prenet_biases, cfg.prenet_activation, cfg.prenet_rate, keep)
 
 
+def _taps_at(step_taps: list[list[Tensor]], t: int) -> Optional[list[Tensor]]:
+    """Step ``t`` of every layer's weight-gradient taps, or ``None`` without taps."""
+    if len(step_taps) == 0:
+        return None
+    out: list[Tensor] = []
+    for k in range(len(step_taps)):
+        out.append(step_taps[k][t])
+    return out
+
+
+def _stacked(frames: list[Tensor], stops: list[Tensor], aligns: list[Tensor], seg_starts: list[int],
+             seg_rows: list[Tensor], batch: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The steps' outputs stacked over the steps (``stop_each``: written at their rows of the whole batch)."""
+    if len(seg_starts) > 0:
+        return (_full_batch(frames, seg_starts, seg_rows, batch, 1), _full_batch(stops, seg_starts, seg_rows, batch, 1),
+                _full_batch(aligns, seg_starts, seg_rows, batch, 2))
+    return torch.stack(frames, 1), torch.stack(stops, 1), torch.stack(aligns, 2)
+
+
 def _leave(fired: Tensor, rows: Optional[Tensor], state: DecoderState, memory: AttentionMemory, frame_in: Tensor,
            prenet_keep: Optional[list[Tensor]], keep_c: Optional[Tensor], keep_h: Optional[Tensor]
            ) -> tuple[Tensor, DecoderState, AttentionMemory, Tensor, Optional[list[Tensor]], Optional[Tensor],
@@ -180,8 +199,8 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     state = initial_decoder_state(memory, n_layers, w.lstm_weights[0].shape[0] // 4)
     frame_size = cfg.frame_size
     frame_start = frame_size - go_frame.shape[1]  # the last of the r frames feeds the next step
-    step_taps: list[list[Tensor]] = []
-    inputs: list[list[Tensor]] = []
+    step_taps: list[list[Tensor]] = []  # per layer, its taps of every step
+    inputs: list[list[Tensor]] = []  # per layer, its [input, h] of every step (with taps)
     if taps is not None:
         for k in range(n_layers):
             step_taps.append(torch.unbind(taps[k], 0))
@@ -201,13 +220,8 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
             x = teacher_prenet[t]
         else:
             x = _prenet_at(frame_in, prenet_keep, t, w, cfg)
-        tap_t: Optional[list[Tensor]] = None
-        if taps is not None:
-            tap_t = []
-            for k in range(n_layers):
-                tap_t.append(step_taps[k][t])
         projected, alignments, state, layer_inputs = decoder_step(x, state, memory, w, cfg, _at(keep_c, t),
-                                                                  _at(keep_h, t), tap_t)
+                                                                  _at(keep_h, t), _taps_at(step_taps, t))
         for k in range(len(inputs)):
             inputs[k].append(layer_inputs[k])
         frames = projected[:, :frame_size]
@@ -239,11 +253,8 @@ def _decoder_loop_impl(n_steps: int, mask_steps: int, teacher_prenet: Optional[T
     step_inputs: list[Tensor] = []
     for k in range(len(inputs)):
         step_inputs.append(torch.stack(inputs[k], 0))
-    if len(seg_starts) > 0:
-        return (_full_batch(frames_out, seg_starts, seg_rows, batch, 1),
-                _full_batch(stops_out, seg_starts, seg_rows, batch, 1),
-                _full_batch(aligns_out, seg_starts, seg_rows, batch, 2), finished, step_inputs)
-    return torch.stack(frames_out, 1), torch.stack(stops_out, 1), torch.stack(aligns_out, 2), finished, step_inputs
+    frames, stop, alignments = _stacked(frames_out, stops_out, aligns_out, seg_starts, seg_rows, batch)
+    return frames, stop, alignments, finished, step_inputs
 
 
 #: the loop compiled (TorchScript): every eager call without progress reports and every scripted module runs it

@@ -229,11 +229,6 @@ def guided_attention(options: TrainOptions, info: dict | None) -> dict | None:
     return {"weight": float(weight), "sigma": float(sigma)}
 
 
-# the names ``speechblocks/cli.py`` still calls (until it switches to the public ones)
-_read_run = read_run
-_guided_attention = guided_attention
-
-
 def _write_json(path: str, value: dict) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=1, sort_keys=True)

@@ -25,6 +25,10 @@ APPLICATION = {"speechblocks.__main__", "speechblocks.cli", "speechblocks.synthe
                "speechblocks.migration.migrate", "speechblocks.assets",
                "speechblocks.migration",  # the package re-exports the driver
                "speechblocks.preprocess"}  # loads the GE2E encoder (torch) through audio_commands
+# the command modules (speechblocks/commands/<name>.py, one a subcommand) belong to the application layer
+APPLICATION |= {"speechblocks.commands"} | {
+    "speechblocks.commands." + f[:-3] for f in os.listdir(os.path.join(ROOT, "speechblocks", "commands"))
+    if f.endswith(".py") and f != "__init__.py"}
 FRAMEWORKS = {"tensorflow", "keras", "tf_keras", "torch", "tf_layers", "torch_layers", "parity_tests"}
 #: (importer, imported) pairs from a framework into the application layer: none is left (the Keras
 #: ``Tacotron2.from_migrated`` and ``tf_layers.checkpoint`` read migrated files with the core's

@@ -39,17 +39,16 @@ def _decoders(stop_bias: float = -1.0, seed: int = 0, batch: int = 5, **override
 
 
 def _decode(monkeypatch, decoder, state, env, memory, lengths, stop_each, max_iters=40, masks=None):
-    """The free-running loop of one call: stop_each through the loop options the Keras model's synthesize_batch
-    uses (graph) and the native adapter's argument (native)."""
+    """The free-running loop of one call: stop_each passed explicitly to the graph loop (as the Keras model's
+    synthesize_batch passes it) and to the native adapter."""
     monkeypatch.setenv("SPEECHBLOCKS_NATIVE", env)
     decoder.prenet.seed_generator.state.assign(state)
     if env == "1":
         out = _native.free_running(decoder, memory, lengths, max_iters, masks, stop_each=stop_each)
         assert out is not None
     else:
-        with decoder._loop_options(None, stop_each):
-            out = decoder._decode(tf.cast(memory, decoder.compute_dtype), lengths, None, tf.constant(max_iters),
-                                  masks, None)
+        out = decoder._decode(tf.cast(memory, decoder.compute_dtype), lengths, None, tf.constant(max_iters), masks,
+                              None, stop_each=stop_each)
     monkeypatch.delenv("SPEECHBLOCKS_NATIVE")
     return [np.asarray(x, np.float64) for x in out]
 

@@ -35,7 +35,8 @@ from .sequence_mask import sequence_mask  # last: binds the name to the function
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
 from .tacotron2 import Tacotron2
-from .tacotron2_decoder import AttentionMemory, DecoderState, StepOutputs, StepWeights, Tacotron2Decoder
+from .tacotron2_decoder import (AttentionMemory, DecoderState, DecoderWeights, StepOutputs, StepWeights,
+                                Tacotron2Decoder)
 from .tacotron2_feeder import tacotron2_dataset
 from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 from .tac import TAC
@@ -54,6 +55,7 @@ __all__ = [
     "Conv1DBlock",
     "DecoderRNN",
     "DecoderState",
+    "DecoderWeights",
     "EncoderConvolutions",
     "EncoderRNN",
     "FrameProjection",

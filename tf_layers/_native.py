@@ -12,13 +12,15 @@ their own ``(in, out)`` layout and TF1's gate order (the batch-1 step the small 
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
 from speechblocks import native
+from speechblocks.decoding import DecodingPlan
+
+from .decoding_plan import plan_decoding
 
 __all__ = ["free_running", "CHUNK"]
 
@@ -30,8 +32,11 @@ def _array(x) -> np.ndarray:
 
 
 def _threads() -> int:
+    """TensorFlow's intra-op threads when set, at most the CPUs the process may use (:func:`speechblocks.native.
+    cpu_budget`: affinity, cgroup quota)."""
     n = tf.config.threading.get_intra_op_parallelism_threads()
-    return n if n > 0 else (os.cpu_count() or 1)
+    budget = native.cpu_budget()
+    return min(n, budget) if n > 0 else budget
 
 
 @tf.function(reduce_retracing=True)
@@ -69,20 +74,9 @@ class _Draws:
 
 
 def qualifies(decoder, memory) -> bool:
-    """Whether an eager free-running call of ``decoder`` (no injected zoneout masks: the caller's check) can run in
-    the native step: batch 1 in the batch-1 step, larger batches in the batched step."""
-    if not native.enabled() or decoder.__dict__.get("_loop_opts"):
-        return False
-    if memory.shape[0] is None or memory.shape[0] < 1 or memory.dtype != tf.float32:
-        return False
-    if decoder.compute_dtype != "float32" or "CPU" not in (memory.device or "CPU"):
-        return False
-    if getattr(decoder.prenet.activation, "__name__", "") != "relu":
-        return False
-    att = decoder.attention
-    return (decoder.decoder_lstm.layers <= native.MAX_LAYERS and len(decoder.prenet.layers_sizes) <= native.MAX_LAYERS
-            and att.units <= native.MAX_ATTENTION_UNITS and memory.shape[0] <= native.batch_loop.MAX_BATCH
-            and memory.shape[1] >= 1 and native.library() is not None)
+    """Whether an eager free-running inference call of ``decoder`` on ``memory`` (no injected masks) runs in the native
+    step: :func:`tf_layers.decoding_plan.plan_decoding` decides."""
+    return plan_decoding(decoder, memory).native
 
 
 def _loop_arrays(decoder, memory, memory_lengths, dense_rows: bool = False) -> dict:
@@ -97,36 +91,27 @@ def _loop_arrays(decoder, memory, memory_lengths, dense_rows: bool = False) -> d
     cost ~0.5 ms a call; the LSTM kernels (64 MiB) stay in place: their column layout streams within 3-9 % of the row
     layout (a C probe, 3 runs)."""
     dense_kernel = (lambda k: _array(np.asarray(k).T)) if dense_rows else _array
-    att, pre = decoder.attention, decoder.prenet
-    lengths = memory_lengths if att.mask_encoder else None
-    values, keys = att.process_memory(memory, lengths)
-    batch, max_time = int(values.shape[0]), int(values.shape[1])
-    step = decoder.step_weights(tf.float32)  # the LSTM stack's kernels and biases, the attention's, the projections
-    a = step.attention
-    dense = _array(a["location"])  # (F, U)
-    location = _array(_array(a["conv"])[:, 0, :] @ dense)  # the location convolution and its dense as one kernel
-    key_bias = _array(a["b"]) + _array(a["conv_bias"]) @ dense  # every constant bias, added to the keys
-    score_bias = None
-    if lengths is not None:
-        n = np.asarray(lengths).reshape(batch, 1)
-        score_bias = np.where(np.arange(max_time)[None] < n, 0.0, -np.inf).astype(np.float32)
+    att = decoder.attention
+    memory = decoder.attention_memory(memory, memory_lengths)  # keys with every constant bias, the score mask
+    w = decoder.step_weights(tf.float32)  # the location kernel folded there
     kernel = int(att.kernel_size)
     return dict(
-        lstm_weights=[_array(k) for k in step.lstm.kernels], lstm_biases=[_array(b) for b in step.lstm.biases],
-        gates=native.TF1_GATES, prenet_weights=[dense_kernel(d.kernel) for d in pre.dense_layers],
-        prenet_biases=[_array(d.bias) for d in pre.dense_layers], query_weight=dense_kernel(a["query"]),
-        location_weight=location, v_a=_array(a["v"]), keys=_array(_array(keys) + key_bias), values=_array(values),
-        score_bias=score_bias, projection_weight=dense_kernel(step.projection_kernel),
-        projection_bias=_array(step.projection_bias), num_mels=decoder.num_mels,
-        frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,
-        prenet_rate=float(pre.drop_rate), pad_before=(kernel - 1) // 2, smoothing=att.smoothing,
+        lstm_weights=[_array(k) for k in w.lstm_weights.kernels], lstm_biases=[_array(b) for b in w.lstm_biases],
+        gates=native.TF1_GATES, prenet_weights=[dense_kernel(k) for k in w.prenet_weights],
+        prenet_biases=[_array(b) for b in w.prenet_biases], query_weight=dense_kernel(w.query_weight),
+        location_weight=_array(w.location_weight), v_a=_array(w.v_a), keys=_array(memory.keys),
+        values=_array(memory.values), score_bias=None if memory.score_bias is None else _array(memory.score_bias),
+        projection_weight=dense_kernel(w.projection_weight), projection_bias=_array(w.projection_bias),
+        num_mels=decoder.num_mels, frame_size=decoder.num_mels * decoder.outputs_per_step, zoneout=decoder.zoneout,
+        prenet_rate=float(decoder.prenet.drop_rate), pad_before=(kernel - 1) // 2, smoothing=att.smoothing,
         cumulate=att.cumulate_weights, stop_at_any=decoder.stop_at_any, threads=_threads())
 
 
 def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, stop_each: bool = False,
-                 progress=None) -> Optional[tuple]:
-    """The free-running loop of an eager ``Tacotron2Decoder`` call in the native step, or ``None`` when the call
-    does not qualify (:func:`qualifies`; pre-net masks shorter than the steps run go to the graph loop too).
+                 progress=None, *, plan: Optional[DecodingPlan] = None) -> Optional[tuple]:
+    """The free-running loop of an eager ``Tacotron2Decoder`` call in the native step, or ``None`` when the call's
+    plan (:func:`tf_layers.decoding_plan.plan_decoding`) names another loop (pre-net masks shorter than the steps
+    run go to the graph loop too).
 
     Args:
         decoder: a built ``tf_layers.Tacotron2Decoder``.
@@ -136,24 +121,26 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
         stop_each: each entry leaves the loop at its own stop (``synthesize_batch``'s rule) instead of the
             original's batch rule (the same for one entry).
         progress: ``progress(step, largest stop probability)`` after every step, or None.
+        plan: the call's plan, when the caller made it (then ``stop_each`` and ``progress`` are the plan's).
 
     Returns:
         ``(frames (batch, steps, r * num_mels), stop probabilities (batch, steps, r), alignments
         (batch, T_in, steps))``; with ``stop_each`` zeros at the steps after an entry stopped, as the graph loop.
     """
-    if not qualifies(decoder, memory):
+    if plan is None:
+        plan = plan_decoding(decoder, memory, noise_masks={"prenet": prenet_masks}, max_iters=max_iters,
+                             progress=progress, stop_each=stop_each)
+    if not plan.native:
         return None
-    if prenet_masks is not None and any(m.shape[1] is None or m.shape[1] < max_iters for m in prenet_masks):
-        return None
+    stop_each, progress = plan.stop_each, plan.progress
     pre = decoder.prenet
     sizes = tuple(int(s) for s in pre.layers_sizes)
-    batch_one = memory.shape[0] == 1
-    arrays = _loop_arrays(decoder, memory, memory_lengths, dense_rows=batch_one)
+    arrays = _loop_arrays(decoder, memory, memory_lengths, dense_rows=plan.loop == "native-step")
     keep = None
     if prenet_masks is not None:
         keep = np.concatenate([_array(m[:, :max_iters]) for m in prenet_masks], 2)
     seed = tf.cast(pre.seed_generator.next(), tf.int32) if keep is None and pre.drop_rate > 0 else None
-    if batch_one:
+    if plan.loop == "native-step":
         loop = native.DecoderLoop(native.library(), lstm_cols=True, dense_cols=False, **arrays)
         draws = None if seed is None else _Draws(seed, sizes)
         frames, stop, alignments, _ = loop.run(max_iters, draws, None if keep is None else keep[0], progress)

@@ -34,6 +34,39 @@ def nan_poisoned_softmax(energy):
     return tf.where(clean, tf.nn.softmax(energy, axis=-1), tf.cast(float("nan"), energy.dtype))
 
 
+def attention_step(query, state, values, keys, score_bias, weights: dict, smoothing: bool, cumulate: bool,
+                   for_gradient: bool = True):
+    """One location-sensitive attention step, the only Keras spelling (the layer and every decoder loop call it).
+
+    Args:
+        query: ``(batch, query_size)``; state: ``(batch, max_time)`` previous (cumulative) alignments.
+        values: ``(batch, max_time, memory_size)``; keys: ``(batch, max_time, units)`` with every constant bias
+            (:meth:`LocationSensitiveAttention.attention_memory`); score_bias: ``(batch, max_time)`` 0 / -inf, or None.
+        weights: :meth:`LocationSensitiveAttention.weights_in` (``query``, ``location`` the folded location kernel
+            ``(kernel_size, units)``, ``v``).
+        smoothing, cumulate: the layer's options; for_gradient: see :meth:`LocationSensitiveAttention.step`.
+
+    Returns:
+        ``(context, alignments, next_state)``.
+    """
+    processed_query = tf.expand_dims(tf.matmul(query, weights["query"]), 1)
+    # TF 'same' convolution of the state with the folded kernel: the location features already in attention units
+    location = same_pad_conv1d(tf.expand_dims(state, -1), tf.expand_dims(weights["location"], 1))
+    energy = tf.reduce_sum(weights["v"] * tf.tanh(keys + processed_query + location), axis=2)
+    if score_bias is not None:  # replaced, not added (TF1's score mask): a NaN energy past the length gives -inf
+        energy = tf.where(score_bias < 0, score_bias, energy)
+    if smoothing:
+        s = tf.sigmoid(energy)
+        alignments = s / tf.reduce_sum(s, axis=-1, keepdims=True)
+    else:
+        alignments = nan_poisoned_softmax(energy)
+    # three uses (state, context, the caller's history): copies keep a while loop's gradient free of 3-input AddNs
+    for_state, for_context, alignments = fan_out(alignments, 3) if for_gradient else (alignments,) * 3
+    next_state = for_state + state if cumulate else for_state
+    context = tf.squeeze(tf.matmul(tf.expand_dims(for_context, 1), values), 1)
+    return context, alignments, next_state
+
+
 @keras.saving.register_keras_serializable(package="speechblocks")
 class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
     """Location-sensitive attention (Chorowski et al. 2015) exactly as TF1 Tacotron-2 computes it.
@@ -76,8 +109,10 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
     Returns:
         ``(context (batch, memory_size), alignments (batch, max_time), next_state (batch, max_time))``.
 
-    A decoder loop calls :meth:`process_memory` once and :meth:`step` per step (the call form re-projects
-    the memory every time).
+    A decoder loop calls :meth:`attention_memory` once and :func:`attention_step` per step (the call form re-projects
+    the memory every time). The location convolution and ``location_features_layer`` run as one folded kernel
+    (:meth:`fused_location_weights`; their biases and ``attention_bias`` ride on the keys): the same maths as TF1's
+    two products, rounded in another order.
 
     Masking: ``memory_lengths`` (with ``mask_encoder``); padded memory gets zero weight.
 
@@ -168,14 +203,41 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
         keys = tf.einsum("btd,du->btu", values, tf.cast(self.memory_kernel, dtype))
         return values, keys
 
+    def fused_location_weights(self, dtype):
+        """``(location_weight (kernel_size, units), key_bias (units,))``: the location convolution and its dense
+        folded into one kernel (``conv_kernel[:, 0, :] @ location_kernel``) and every constant bias of the energies
+        (``attention_bias + conv_bias @ location_kernel``), which the keys carry (torch's
+        ``fused_location_weights``)."""
+        dense = tf.cast(self.location_kernel, dtype)
+        location = tf.matmul(tf.cast(self.location_conv_kernel, dtype)[:, 0, :], dense)
+        return location, tf.cast(self.b, dtype) + tf.linalg.matvec(dense, tf.cast(self.location_conv_bias, dtype),
+                                                                   transpose_a=True)
+
     def weights_in(self, dtype):
-        """The variables cast to ``dtype``, for a loop that calls :meth:`step` many times."""
-        return dict(query=tf.cast(self.query_kernel, dtype), conv=tf.cast(self.location_conv_kernel, dtype),
-                    conv_bias=tf.cast(self.location_conv_bias, dtype), location=tf.cast(self.location_kernel, dtype),
-                    v=tf.cast(self.v, dtype), b=tf.cast(self.b, dtype))
+        """The variables a step reads, in ``dtype``, for a loop that calls :meth:`step` many times: ``query``,
+        ``location`` (the folded location kernel), ``v`` and ``key_bias`` (:meth:`fused_location_weights`)."""
+        location, key_bias = self.fused_location_weights(dtype)
+        return dict(query=tf.cast(self.query_kernel, dtype), location=location, v=tf.cast(self.v, dtype),
+                    key_bias=key_bias)
+
+    def attention_memory(self, memory, memory_lengths=None, weights=None):
+        """``(values, keys, score_bias)`` of a loop: :meth:`process_memory`'s values, the keys with every constant
+        bias added (``weights``: a :meth:`weights_in` result), ``score_bias`` ``(batch, max_time)`` 0 inside the
+        lengths and -inf past them (``mask_encoder``; else None)."""
+        values, keys = self.process_memory(memory, memory_lengths)
+        w = weights if weights is not None else self.weights_in(values.dtype)
+        return values, keys + w["key_bias"], self.score_bias(memory_lengths, tf.shape(values)[1], values.dtype)
+
+    def score_bias(self, memory_lengths, max_time, dtype):
+        """``(batch, max_time)`` 0 inside each length, -inf past it (``mask_encoder`` and lengths given; else None)."""
+        if not self.mask_encoder or memory_lengths is None:
+            return None
+        inside = tf.sequence_mask(memory_lengths, max_time)
+        return tf.where(inside, tf.zeros(tf.shape(inside), dtype), tf.cast(float("-inf"), dtype))
 
     def step(self, query, state, values, keys, memory_lengths=None, weights=None, for_gradient: bool = True):
-        """One attention step.
+        """One attention step over :meth:`process_memory`'s ``values`` and ``keys`` (adds the key bias and the score
+        mask, then :func:`attention_step`).
 
         Args:
             query: ``(batch, query_size)``.
@@ -190,25 +252,9 @@ class LocationSensitiveAttention(TF1WeightsMixin, keras.layers.Layer):
             ``(context (batch, memory_size), alignments (batch, max_time), next_state (batch, max_time))``.
         """
         w = weights if weights is not None else self.weights_in(values.dtype)
-        processed_query = tf.expand_dims(tf.matmul(query, w["query"]), 1)
-        f = same_pad_conv1d(tf.expand_dims(state, -1), w["conv"], w["conv_bias"])
-        shape = tf.shape(f)  # (batch, time, filters) @ (filters, units) as one 2-D product: its gradient is cheaper
-        processed_location = tf.reshape(tf.matmul(tf.reshape(f, [-1, shape[2]]), w["location"]),
-                                        tf.concat([shape[:2], tf.shape(w["location"])[1:]], 0))
-        energy = tf.reduce_sum(w["v"] * tf.tanh(keys + processed_query + processed_location + w["b"]), axis=2)
-        if self.mask_encoder and memory_lengths is not None:
-            mask = tf.sequence_mask(memory_lengths, tf.shape(energy)[1])
-            energy = tf.where(mask, energy, tf.cast(float("-inf"), energy.dtype))
-        if self.smoothing:
-            s = tf.sigmoid(energy)
-            alignments = s / tf.reduce_sum(s, axis=-1, keepdims=True)
-        else:
-            alignments = nan_poisoned_softmax(energy)
-        # three uses (state, context, the caller's history): copies keep a while loop's gradient free of 3-input AddNs
-        for_state, for_context, alignments = fan_out(alignments, 3) if for_gradient else (alignments,) * 3
-        next_state = for_state + state if self.cumulate_weights else for_state
-        context = tf.squeeze(tf.matmul(tf.expand_dims(for_context, 1), values), 1)
-        return context, alignments, next_state
+        score_bias = self.score_bias(memory_lengths, tf.shape(values)[1], values.dtype)
+        return attention_step(query, state, values, keys + w["key_bias"], score_bias, w, self.smoothing,
+                              self.cumulate_weights, for_gradient)
 
     def call(self, query, state, memory, memory_lengths=None):
         block = "LocationSensitiveAttention"

@@ -1,20 +1,16 @@
 """Keras ``Tacotron2``: the whole TF1 Tacotron-2 feature-prediction model (RTVC and Rayhane), number for number."""
 from __future__ import annotations
 
-import contextlib
 import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from speechblocks import native
 from speechblocks.distributed import DEFAULT_LOSS_REDUCTION, check_loss_reduction, check_sync_batch_norm
-from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
 from speechblocks.tacotron2_hparams import Tacotron2HParams, resolve_hparams
 from speechblocks.tacotron2_schema import checkpoint_hparams
 
-from . import _native
 from ._validation import check_float_tensor, check_lengths
 from .cbhg import CBHG
 from .encoder_convolutions import EncoderConvolutions
@@ -23,6 +19,7 @@ from .frame_projection import FrameProjection
 from .postnet import Postnet
 from .tacotron2_decoder import Tacotron2Decoder
 from .tacotron2_loss import tacotron2_loss
+from .tacotron2_synthesis import infer, model_outputs
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 _MODEL_KWARGS = ("name", "dtype", "trainable")
@@ -87,9 +84,14 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
     Masking: ``input_lengths`` masks the encoder RNN and the attention (``mask_encoder``); the convolutions and
     batch statistics see padding as in TF1; decoder padding is the loss's business (``mask_decoder``).
 
-    Synthesis: :meth:`synthesize` (a padded batch through one cached ``tf.function``, optional per-step
-    ``progress`` callback) and :meth:`synthesize_batch` (a list of id sequences decoded in one batched loop; numpy
-    results per sentence, each equal to the sentence synthesized alone).
+    Synthesis: an eager inference call ``model(inputs, ...)`` runs what :meth:`synthesize` runs (numpy out, optional
+    per-step ``progress`` callback): the encoder and the post-net in cached ``tf.function`` s and the decoder loop
+    :func:`tf_layers.decoding_plan.plan_decoding` names for the call -- in float32 on the CPU the native step
+    (``SPEECHBLOCKS_NATIVE=0``: the compiled graph loop). A traced call (``fit``, ``evaluate``, ``predict`` -- Keras
+    traces ``call`` in a ``tf.function`` -- a caller's ``tf.function``, the exports) builds the whole graph with the
+    decoder's ``tf.while_loop``: the same numbers within float32 rounding. :meth:`synthesize_batch`: a list of id
+    sequences decoded in one batched loop; numpy results per sentence, each equal to the sentence synthesized
+    alone.
 
     Serving: :meth:`export_serving` writes free-running synthesis as a TensorFlow SavedModel (the decoder loop in the
     graph; reloads with ``tf.saved_model.load``, no speechblocks code needed). Not for XLA (``jit_compile``): see
@@ -250,15 +252,14 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         if unknown:
             raise ValueError(f"Tacotron2: argument `noise_masks` has unknown keys {unknown}.")
         training = bool(training)
+        if tf.executing_eagerly() and not training:  # what synthesize runs: the decoder's planned loop
+            return infer(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, noise)
         memory = self._memory(inputs, input_lengths, speaker_embeddings, training, noise)
         decoder_noise = {k: noise[k] for k in ("prenet", "decoder_LSTM") if k in noise} or None
         frames, stop, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters,
                                                 training=training, noise_masks=decoder_noise)
-        post = self._postprocess(frames, training, noise.get("postnet_convolutions"))
-        out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
-                   stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
-        out.update(post)  # linear_outputs
-        return out
+        return model_outputs(frames, stop, alignments,
+                             self._postprocess(frames, training, noise.get("postnet_convolutions")))
 
     def _memory(self, inputs, input_lengths, speaker_embeddings, training, noise):
         """The decoder's memory ``(batch, T_in, memory_size)``: embedding, encoder (+ the tiled speaker embedding)."""
@@ -307,7 +308,7 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         lo, hi = hp.output_range
         return tf.minimum(tf.maximum(x, tf.cast(lo - hp.lower_bound_decay, x.dtype)), tf.cast(hi, x.dtype))
 
-    # -- synthesis ----------------------------------------------------------------------------
+    # -- synthesis and exports (tf_layers/tacotron2_synthesis.py, tf_layers/tacotron2_export.py) ----------
     def synthesize(self, inputs, input_lengths=None, speaker_embeddings=None, max_iters=None, *, mel_targets=None,
                    progress=None):
         """Free-running (or GTA, with ``mel_targets``) inference through one cached ``tf.function`` per input
@@ -326,70 +327,17 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
                 free-running decoder step with the number of steps done and the step's largest stop probability
                 (over the batch and the ``r`` frames; the original rule stops once it rounds to 1 for every entry).
                 The native step's loop calls it after every step; where the graph runs instead, it runs inside
-                the graph (a ``tf.numpy_function`` in the decoder's while loop, in step order) of a second cached
-                ``tf.function``. The outputs are the same as without it (bitwise with the prenet dropout off). An
-                exception it raises ends the synthesis and propagates. Not with ``mel_targets``.
+                the graph (a ``tf.numpy_function`` in the decoder's while loop, in step order) of the decoder's
+                compiled loop traced with a report. The outputs are the same as without it (bitwise with the
+                prenet dropout off). An exception it raises ends the synthesis and propagates. Not with
+                ``mel_targets``.
 
         Returns:
             dict of numpy arrays: the model's outputs (see :class:`Tacotron2`), stop probabilities.
         """
-        if progress is not None:
-            check_progress(progress, mel_targets)
-        kwargs = dict(inputs=tf.convert_to_tensor(inputs), input_lengths=input_lengths,
-                      speaker_embeddings=speaker_embeddings, mel_targets=mel_targets,
-                      max_iters=None if max_iters is None else tf.constant(int(max_iters), tf.int32))
-        if max_iters is not None and int(max_iters) < 1:
-            raise ValueError(f"Tacotron2: argument `max_iters` must be >= 1; got {max_iters}.")
-        self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets)  # eager messages first
-        # every argument passed, absent ones as None: one parameter list, so reduce_retracing can relax the shapes
-        # (a varying set of keywords made TF's generalization fail with an IndexError)
-        if mel_targets is None and self._native_applies(kwargs["inputs"]):
-            out = self._synthesize_native(*kwargs.values(), progress=progress)
-            if out is not None:
-                return out
-        key = "_synthesize_fn" if progress is None else "_synthesize_progress_fn"
-        fn = self._cached_function(key, self._synthesize_graph, progress=progress is not None)
-        with contextlib.nullcontext() if progress is None else self._reporting(progress):
-            out = fn(*kwargs.values())
-        return {k: v.numpy() for k, v in out.items()}
+        from .tacotron2_synthesis import synthesize
 
-    def _native_applies(self, inputs) -> bool:
-        """Whether a free-running synthesis of ``inputs`` can take the native decoder step (float32, the library
-        built; :mod:`tf_layers._native` checks the rest): the batch-1 step for one sentence, the batched one for
-        more."""
-        shape = tuple(inputs.shape)
-        return (len(shape) == 2 and shape[0] >= 1 and self.decoder.compute_dtype == "float32"
-                and native.enabled() and native.library() is not None)
-
-    def _synthesize_native(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, progress=None):
-        """:meth:`synthesize` free running in float32: the encoder and the post-net in cached ``tf.function`` s, the
-        decoder's free-running loop between them in the native step (:mod:`tf_layers._native`); ``None`` when the
-        decoder's call does not qualify (then the graph runs)."""
-        memory = self._cached_function("_memory_fn", self._inference_memory)(inputs, input_lengths, speaker_embeddings)
-        limit = int(self.decoder._check_max_iters(max_iters))
-        lengths = None if input_lengths is None else tf.cast(input_lengths, tf.int32)
-        decoded = _native.free_running(self.decoder, memory, lengths, limit, None, progress=progress)
-        if decoded is None:
-            return None
-        frames, stop, alignments = decoded
-        post = self._postprocess_function()(frames)
-        out = dict(decoder_outputs=post.pop("decoder_outputs"), mel_outputs=post.pop("mel_outputs"),
-                   stop_token_prediction=tf.reshape(stop, tf.stack([tf.shape(frames)[0], -1])), alignments=alignments)
-        out.update(post)
-        return {k: np.asarray(v) for k, v in out.items()}
-
-    def _postprocess_function(self):
-        """The cached inference post-net ``tf.function`` (frames ``(batch, steps, r * num_mels)``, unknown batch and
-        steps) that :meth:`synthesize_batch` and the batch-1 native synthesis share."""
-        hp = self.hparams
-        return self._cached_function("_postprocess_fn", lambda f: self._postprocess(f), signature=[
-            tf.TensorSpec([None, None, hp.outputs_per_step * hp.num_mels], self.decoder.compute_dtype)])
-
-    def _inference_memory(self, inputs, input_lengths, speaker_embeddings):
-        return self._memory(inputs, input_lengths, speaker_embeddings, False, {})
-
-    def _synthesize_graph(self, inputs, input_lengths, speaker_embeddings, mel_targets, max_iters):
-        return self(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, training=False)
+        return synthesize(self, inputs, input_lengths, speaker_embeddings, max_iters, mel_targets, progress)
 
     def synthesize_batch(self, sequences, speaker_embeddings=None, max_iters=None, *, progress=None) -> list[dict]:
         """Synthesizes several sentences with one batched decoder loop; each result equals the sentence
@@ -426,50 +374,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
             ``(T_in_i, steps_i)``, with ``predict_linear`` ``linear_outputs`` ``(frames_i, num_freq)``, and
             ``stopped`` (bool: whether its stop rule fired; if not, ``steps_i`` is the batch's step count).
         """
-        hp = self.hparams
-        block = "Tacotron2.synthesize_batch"
-        ids, lengths = pad_sequences(sequences, block, np.int32)
-        spk = speaker_rows(speaker_embeddings, len(lengths), block)
-        limit = hp.max_iters if max_iters is None else max_iters
-        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
-            raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
-        if progress is not None:
-            check_progress(progress, None)
-        self._check_inputs(ids, lengths, spk, None)
-        # fixed signatures (unknown batch and time): one trace per function, whatever the sentences
-        dtype, e = self.decoder.compute_dtype, hp.speaker_embedding_size
-        ids_spec, lengths_spec = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)
-        if e:
-            encode = self._cached_function("_encode_each_fn", self._memory_each,
-                                           signature=[ids_spec, lengths_spec, tf.TensorSpec([None, e], tf.float32)])
-        else:
-            encode = self._cached_function("_encode_each_fn", lambda i, n: self._memory_each(i, n, None),
-                                           signature=[ids_spec, lengths_spec])
-        memory = encode(ids, lengths, *([] if spk is None else [spk]))
-        decode = self._cached_function(
-            "_decode_each_progress_fn" if progress is not None else "_decode_each_fn",
-            lambda m, n, i: self.decoder(m, n, max_iters=i, training=False), progress=progress is not None,
-            stop_each=True, signature=[tf.TensorSpec([None, None, hp.memory_size], dtype), lengths_spec,
-                                       tf.TensorSpec([], tf.int32)])
-        native_out = None
-        if self._native_applies(ids):  # the native step (tf_layers/_native.py); None: the call does not qualify
-            native_out = _native.free_running(self.decoder, memory, tf.constant(lengths), int(limit), None,
-                                              stop_each=True, progress=progress)
-        if native_out is not None:
-            frames, stop, alignments = native_out
-        else:
-            with contextlib.nullcontext() if progress is None else self._reporting(progress):
-                frames, stop, alignments = decode(memory, tf.constant(lengths), tf.constant(int(limit), tf.int32))
-        stop, alignments = np.asarray(stop), np.asarray(alignments)
-        steps, stopped = stop_steps(stop, hp.stop_at_any)
-        post = self._postprocess_function()
-        results = []
-        for k, (n, s) in enumerate(zip(lengths, steps)):
-            out = {key: v.numpy()[0] for key, v in post(frames[k:k + 1, :s]).items()}
-            results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
-                                stop_token_prediction=stop[k, :s].reshape(-1), alignments=alignments[k, :n, :s],
-                                **out, stopped=bool(stopped[k])))
-        return results
+        from .tacotron2_synthesis import synthesize_batch
+
+        return synthesize_batch(self, sequences, speaker_embeddings, max_iters, progress)
 
     def export_serving(self, filepath, max_iters: int | None = None, verbose: bool = False) -> str:
         """Exports free-running synthesis as a TensorFlow SavedModel for serving (Keras ``ExportArchive``).
@@ -495,31 +402,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         Returns:
             ``filepath``.
         """
-        hp = self.hparams
-        limit = hp.max_iters if max_iters is None else max_iters
-        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
-            raise ValueError(f"Tacotron2.export_serving: argument `max_iters` must be an integer >= 1; "
-                             f"got {max_iters!r}.")
-        limit = int(limit)
-        keys = ("mel_outputs", "alignments", "stop_token_prediction")
-        specs = [tf.TensorSpec([None, None], tf.int32, name="inputs"),
-                 tf.TensorSpec([None], tf.int32, name="input_lengths")]
-        if hp.speaker_embedding_size:
-            specs.append(tf.TensorSpec([None, hp.speaker_embedding_size], tf.float32, name="speaker_embeddings"))
+        from .tacotron2_export import export_serving
 
-            def serve(inputs, input_lengths, speaker_embeddings):
-                out = self(inputs, input_lengths, speaker_embeddings, max_iters=limit, training=False)
-                return {k: out[k] for k in keys}
-        else:
-            def serve(inputs, input_lengths):
-                out = self(inputs, input_lengths, max_iters=limit, training=False)
-                return {k: out[k] for k in keys}
-
-        archive = keras.export.ExportArchive()
-        archive.track(self)
-        archive.add_endpoint("serve", serve, input_signature=specs)
-        archive.write_out(os.fspath(filepath), verbose=verbose)
-        return filepath
+        return export_serving(self, filepath, max_iters, verbose)
 
     def export_litert(self, directory) -> str:
         """Exports synthesis for LiteRT with TFLite builtin ops only: ``encoder.tflite``, ``decoder_step.tflite``,
@@ -536,54 +421,9 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
         Returns:
             ``directory``.
         """
-        from .tacotron2_litert import export_litert
+        from .tacotron2_export import export_litert
 
         return export_litert(self, directory)
-
-    def _cached_function(self, key, body, progress=False, stop_each=False, signature=None):
-        """``tf.function(body)`` cached under ``key`` (with ``signature``, else ``reduce_retracing``); with
-        ``progress``/``stop_each`` the free-running decoder loop traced in it reports each step to
-        :meth:`_progress_hook` / stops per entry (``Tacotron2Decoder._loop_options``)."""
-        fn = self.__dict__.get(key)
-        if fn is None:
-            traced = body
-            if progress or stop_each:
-                hook = self._progress_hook if progress else None
-
-                def traced(*args, **kwargs):
-                    with self.decoder._loop_options(hook, stop_each):
-                        return body(*args, **kwargs)
-
-            fn = tf.function(traced, reduce_retracing=True) if signature is None else tf.function(
-                traced, input_signature=signature)
-            object.__setattr__(self, key, fn)
-        return fn
-
-    def _progress_hook(self, step, stop_probability):
-        """The loop's ``tf.numpy_function``: hands the step to the callback of the running synthesis."""
-        callback = self.__dict__.get("_progress_callback")
-        if callback is not None:
-            try:
-                callback(int(step), float(stop_probability))
-            except BaseException as err:  # re-raised by _reporting once TF has ended the loop
-                object.__setattr__(self, "_progress_error", err)
-                raise
-        return np.asarray(step, np.int32)
-
-    @contextlib.contextmanager
-    def _reporting(self, progress):
-        object.__setattr__(self, "_progress_callback", progress)
-        object.__setattr__(self, "_progress_error", None)
-        try:
-            yield
-        except tf.errors.OpError:
-            err = self.__dict__.get("_progress_error")
-            if err is not None:
-                raise err from None
-            raise
-        finally:
-            object.__setattr__(self, "_progress_callback", None)
-            object.__setattr__(self, "_progress_error", None)
 
     # -- training -----------------------------------------------------------------------------
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
@@ -715,14 +555,6 @@ class Tacotron2(TF1WeightsMixin, keras.Model):
 
         return model_from_keras_file(path, cls, hparams, overrides,
                                      model_kwargs=dict(sync_batch_norm=sync_batch_norm, loss_reduction=loss_reduction))
-
-
-
-
-
-
-
-
 
 
 def _assert_ids(inputs, n_symbols):

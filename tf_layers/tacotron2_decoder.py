@@ -12,8 +12,9 @@ from . import _native
 from ._fan_out import fan_out
 from ._validation import check_float_tensor, check_lengths
 from .decoder_rnn import DecoderRNN, LoopGates, LSTMStackWeights, stack_step, stack_weights
+from .decoding_plan import ProgressRelay, plan_decoding
 from .frame_projection import FrameProjection
-from .location_sensitive_attention import LocationSensitiveAttention
+from .location_sensitive_attention import LocationSensitiveAttention, attention_step
 from .prenet import Prenet
 from .stop_projection import StopProjection
 from .tf1_exchange import TF1WeightsMixin
@@ -21,44 +22,70 @@ from .zoneout_lstm_cell import check_zoneout, keep_masks
 
 
 class DecoderState(NamedTuple):
-    """The recurrent state of :meth:`Tacotron2Decoder.step`: the previous ``context`` ``(batch, memory_size)``, the
-    attention state ``attention`` ``(batch, max_time)`` (cumulative alignments), per decoder LSTM layer ``cells`` and
-    ``hiddens`` ``(batch, units)`` (the zoned-out ``c`` and ``h``)."""
+    """The recurrent state of :meth:`Tacotron2Decoder.step` (torch's ``DecoderState``): the previous ``context``
+    ``(batch, memory_size)``, ``attention_state`` ``(batch, max_time)`` (cumulative alignments), per decoder LSTM
+    layer ``cells`` and ``hiddens`` ``(batch, units)`` (the zoned-out ``c`` and ``h``)."""
 
     context: tf.Tensor
-    attention: tf.Tensor
+    attention_state: tf.Tensor
     cells: tuple
     hiddens: tuple
 
 
 class AttentionMemory(NamedTuple):
-    """What the attention reads at every step: ``values`` (the memory zeroed past its lengths) and ``keys`` (its
-    ``memory_layer`` projection) from ``LocationSensitiveAttention.process_memory``, and ``lengths`` ``(batch,)`` or
-    None (no masking)."""
+    """What the attention reads at every step (torch's ``AttentionMemory``): ``values`` ``(batch, T_in,
+    memory_size)`` (the memory zeroed past its lengths with ``mask_encoder``), ``keys`` (its ``memory_layer``
+    projection + the attention bias + the folded location bias), ``score_bias`` ``(batch, T_in)`` 0 / -inf past the
+    lengths, or None (:meth:`LocationSensitiveAttention.attention_memory`).
+    Layout: Keras' keys are ``(batch, T_in, units)``, torch's ``(batch, units, T_in)``."""
 
     values: tf.Tensor
     keys: tf.Tensor
-    lengths: tf.Tensor | None
+    score_bias: tf.Tensor | None
 
 
 def _pack_memory(memory: AttentionMemory) -> tuple:
-    """An :class:`AttentionMemory` as a loop variable: ``(values, keys)``, plus ``lengths`` when given."""
-    return tuple(memory[:2]) if memory.lengths is None else tuple(memory)
+    """An :class:`AttentionMemory` as a loop variable: ``(values, keys)``, plus ``score_bias`` when given."""
+    return tuple(memory[:2]) if memory.score_bias is None else tuple(memory)
 
 
 def _unpack_memory(packed: tuple) -> AttentionMemory:
     return AttentionMemory(packed[0], packed[1], packed[2] if len(packed) > 2 else None)
 
 
-class StepWeights(NamedTuple):
-    """The variables of one step in the compute dtype (:meth:`Tacotron2Decoder.step_weights`): the decoder LSTMs'
-    :class:`~tf_layers.decoder_rnn.LSTMStackWeights`, the attention's ``weights_in`` dict, the frame and stop
-    projections side by side (``projection_kernel`` ``(units + memory_size, r * num_mels + r)``)."""
+class DecoderWeights(NamedTuple):
+    """The variables of one step in the compute dtype (:meth:`Tacotron2Decoder.step_weights`; torch's
+    ``DecoderWeights``, in Keras' ``(in, out)`` layout).
 
-    lstm: LSTMStackWeights
-    attention: dict
-    projection_kernel: tf.Tensor
+    ``prenet_weights``/``prenet_biases``: per pre-net layer ``(in, out)``/``(out,)`` (the graph step runs the
+    :class:`Prenet` block, whose dropout draws they are; the native step reads them); ``lstm_weights``: the decoder
+    LSTMs' :class:`~tf_layers.decoder_rnn.LSTMStackWeights` (per layer TF1's kernel ``(in + units, 4 units)``, gate
+    order i, j, f, o, layer 1's split into its new-input and carried rows, the biases with the forget bias);
+    ``query_weight`` ``(units, attention_dim)``; ``location_weight`` ``(attention_kernel, attention_dim)``: the
+    location convolution and its dense folded into one kernel; ``v_a`` ``(attention_dim,)``;
+    ``projection_weight``/``projection_bias``: the frame and stop projections side by side, ``(units +
+    memory_size, r * num_mels + r)``."""
+
+    prenet_weights: tuple
+    prenet_biases: tuple
+    lstm_weights: LSTMStackWeights
+    query_weight: tf.Tensor
+    location_weight: tf.Tensor
+    v_a: tf.Tensor
+    projection_weight: tf.Tensor
     projection_bias: tf.Tensor
+
+    @property
+    def lstm_biases(self) -> tuple:
+        """Per LSTM layer ``(4 units,)`` (the forget bias folded in)."""
+        return self.lstm_weights.biases
+
+    def attention(self) -> dict:
+        """The attention's weights as :func:`~tf_layers.location_sensitive_attention.attention_step` reads them."""
+        return dict(query=self.query_weight, location=self.location_weight, v=self.v_a)
+
+
+StepWeights = DecoderWeights  # the former name, kept for callers of tf_layers.StepWeights
 
 
 class StepOutputs(NamedTuple):
@@ -70,6 +97,38 @@ class StepOutputs(NamedTuple):
     alignments: tf.Tensor
     output: tf.Tensor
     lstm_inputs: tuple | None = None  # with ``bias_gates``: each LSTM layer's product input (stack_step)
+
+
+def frames_fired(stop):
+    """``stop`` ``(..., r)`` probabilities -> bool: the frames whose probability rounds to 1 (``tf.round``: half to
+    even, so 0.5 does not stop). The Keras stop rule, written once (numpy: :mod:`speechblocks.stop_rule`)."""
+    return tf.equal(tf.round(stop), tf.cast(1.0, stop.dtype))
+
+
+def entries_fired(stop, stop_at_any: bool):
+    """``stop`` ``(batch, r)`` -> bool ``(batch,)``: each entry's own rule (some / every frame rounds to 1)."""
+    fired = frames_fired(stop)
+    return tf.reduce_any(fired, -1) if stop_at_any else tf.reduce_all(fired, -1)
+
+
+def batch_fired(stop, stop_at_any: bool):
+    """``stop`` ``(batch, r)`` of one step -> scalar bool: the original rule (for some / every frame, every entry's
+    probability rounds to 1) ends the batch's loop after this step."""
+    every = tf.reduce_all(frames_fired(stop), axis=0)  # (r,): the frame fired in every entry
+    return tf.reduce_any(every) if stop_at_any else tf.reduce_all(every)
+
+
+def _reported(progress, step, stop):
+    """``step`` once ``progress(step, largest stop probability)`` has run (a ``tf.numpy_function``): the loop's next
+    step depends on the report, so the reports come in step order."""
+    def report(step, largest):
+        progress(int(step), float(largest))
+        return step
+
+    token = tf.numpy_function(report, [step, tf.reduce_max(tf.cast(stop, tf.float32))], tf.int32, stateful=True,
+                              name="progress")
+    with tf.control_dependencies([token]):
+        return tf.identity(step)
 
 
 def _prefixed(prefix: str, variables: dict) -> dict:
@@ -87,7 +146,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
     DecoderRNN(concat(x, previous context), states)``; ``(context, alignments) = attention(out)``;
     ``frames = FrameProjection(concat(out, context))`` (``r`` frames of ``num_mels``) and ``stop =
     StopProjection(...)`` (``r`` logits in training, sigmoid probabilities otherwise). The step is written once,
-    :meth:`step` (state in, state out: :class:`DecoderState`, :class:`AttentionMemory`, :class:`StepWeights`,
+    :meth:`step` (state in, state out: :class:`DecoderState`, :class:`AttentionMemory`, :class:`DecoderWeights`,
     :class:`StepOutputs`), and called by both loops below, eager or traced, and by the exported decoder-step model
     (``Tacotron2.export_litert``).
 
@@ -269,24 +328,26 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             lstm = (tf.transpose(tf.stack(cs, 0), [2, 0, 1, 3]), tf.transpose(tf.stack(hs, 0), [2, 0, 1, 3]))
         return prenet, lstm
 
-    # -- synthesis options (trace time only) --------------------------------------------------
+    # -- synthesis options ---------------------------------------------------------------------
     @contextlib.contextmanager
     def _loop_options(self, progress=None, stop_each: bool = False):
-        """While tracing a caller's own ``tf.function``: the free-running loop built meanwhile also calls ``progress``
-        (a numpy function ``(step int32, stop float32) -> int32``) after every step, in order, and with ``stop_each``
-        stops once every batch entry's own stop rule has fired at some step (instead of the original rule: every
-        entry at the same step). With ``stop_each`` an entry leaves the loop at its stop (its outputs after it are
-        zeros; ``progress`` reports the largest probability over the entries still running): see
-        :meth:`_free_running`. Graphs traced outside (the eager call's cached loop, ``fit``) never see them."""
-        old = self.__dict__.get("_loop_opts")
-        object.__setattr__(self, "_loop_opts", {"progress": progress, "stop_each": bool(stop_each)})
+        """Compatibility shim for callers that trace :meth:`call` in their own ``tf.function`` and cannot pass the
+        loop options (``tests/test_synthesis_batch.py``): while it is open, a traced :meth:`call` runs
+        :meth:`decode` with ``progress`` (a numpy function ``(step, stop) -> anything``) and ``stop_each``. Pass them
+        to :meth:`decode` instead; nothing in ``tf_layers`` opens it."""
+        old = self.__dict__.get("_trace_options")
+        object.__setattr__(self, "_trace_options", {"progress": progress, "stop_each": bool(stop_each)})
         try:
             yield
         finally:
-            object.__setattr__(self, "_loop_opts", old)
+            object.__setattr__(self, "_trace_options", old)
 
     # -- the loop -----------------------------------------------------------------------------
     def call(self, memory, memory_lengths=None, mel_targets=None, max_iters=None, training=None, noise_masks=None):
+        options = {} if tf.executing_eagerly() else (self.__dict__.get("_trace_options") or {})
+        return self.decode(memory, memory_lengths, mel_targets, max_iters, training, noise_masks, **options)
+
+    def _check_call(self, memory, memory_lengths, mel_targets, training):
         block = "Tacotron2Decoder"
         check_float_tensor(memory, "memory", block, rank=3, last_dim=self.memory_size,
                            shape_doc=f"(batch, max_time, {self.memory_size})")
@@ -301,40 +362,77 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
                                  f"{self.outputs_per_step} frames; got shape {mel_targets.shape}.")
         elif training:
             raise ValueError(f"{block}: training needs `mel_targets` (the original trains teacher-forced only).")
+        return memory_lengths
+
+    def decode(self, memory, memory_lengths=None, mel_targets=None, max_iters=None, training=None, noise_masks=None,
+               *, progress=None, stop_each: bool = False):
+        """:meth:`call` with the free-running loop's options explicit: ``progress(step, largest stop probability)``
+        after every step and ``stop_each`` (each entry leaves the loop at its own stop: ``synthesize_batch``; its
+        outputs after it are zeros). :func:`tf_layers.decoding_plan.plan_decoding` chooses the loop."""
+        memory_lengths = self._check_call(memory, memory_lengths, mel_targets, training)
         training = bool(training)
         max_iters = self._check_max_iters(max_iters)
-        if isinstance(max_iters, int):
-            max_iters = tf.constant(max_iters, tf.int32)  # a tensor: a new cap does not retrace the compiled loop
         dtype = self.compute_dtype
         prenet_masks, lstm_masks = self._noise(noise_masks, dtype)
-        args = (tf.cast(memory, dtype), memory_lengths, None if mel_targets is None else tf.cast(mel_targets, dtype),
-                max_iters, prenet_masks, lstm_masks)
-        if tf.executing_eagerly() and not training and mel_targets is None:
-            # batch 1 on the CPU: the native step (tf_layers/_native.py), one C call a step, when it applies
-            native = None if lstm_masks is not None else _native.free_running(self, args[0], memory_lengths,
-                                                                              int(max_iters), prenet_masks)
-            if native is not None:
-                return native
+        memory = tf.cast(memory, dtype)
+        plan = plan_decoding(self, memory, mel_targets=mel_targets, training=training, max_iters=max_iters,
+                             noise_masks={"prenet": prenet_masks, "decoder_LSTM": lstm_masks}, progress=progress,
+                             stop_each=stop_each)
+        if plan.native:
+            decoded = _native.free_running(self, memory, memory_lengths, int(max_iters), prenet_masks, plan=plan)
+            if decoded is not None:
+                return decoded
+        if isinstance(max_iters, int):
+            max_iters = tf.constant(max_iters, tf.int32)  # a tensor: a new cap does not retrace the compiled loop
+        args = (memory, memory_lengths, None if mel_targets is None else tf.cast(mel_targets, dtype), max_iters,
+                prenet_masks, lstm_masks)
         if tf.executing_eagerly() and not training:
             # inference: one cached graph instead of Python per step (training stays eager, so an eager
             # GradientTape sees the loop op by op -- TF's gradient of a compiled while loop, called again and again
             # from eager code, can fail with AlreadyExistsError on its AddN temporaries; fit() traces anyway)
-            fn = self.__dict__.get("_compiled")
-            if fn is None:
-                fn = tf.function(self._decode, reduce_retracing=True)
-                object.__setattr__(self, "_compiled", fn)
-            return fn(*args, training=training)
-        return self._decode(*args, training=training)
+            fn, relay = self._compiled_loop(plan.progress is not None, plan.stop_each)
+            with relay.reporting(plan.progress):
+                return fn(*args)
+        return self._decode(*args, training=training, progress=plan.progress, stop_each=plan.stop_each)
+
+    def _compiled_loop(self, progress: bool, stop_each: bool):
+        """The cached ``tf.function`` of the inference loop with these options (its progress reports go to the
+        relay's callback: :class:`~tf_layers.decoding_plan.ProgressRelay`) and the relay."""
+        cache = self.__dict__.get("_compiled")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_compiled", cache)
+        key = (progress, stop_each)
+        if key not in cache:
+            relay = ProgressRelay()
+            hook = relay.hook if progress else None
+
+            def loop(*args):
+                return self._decode(*args, training=False, progress=hook, stop_each=stop_each)
+
+            cache[key] = tf.function(loop, reduce_retracing=True), relay
+        return cache[key]
 
     # -- one step: the only spelling of the decoder cell ---------------------------------------------------------
-    def step_weights(self, dtype=None) -> StepWeights:
-        """The variables one :meth:`step` reads, cast to ``dtype`` (default the compute dtype) once before a loop."""
+    def step_weights(self, dtype=None) -> DecoderWeights:
+        """The variables one :meth:`step` reads, cast to ``dtype`` (default the compute dtype) once before a loop; the
+        location kernel folded here, once (:meth:`LocationSensitiveAttention.fused_location_weights`)."""
         dtype = dtype or self.compute_dtype
         kf, bf = tf.cast(self.frame_projection.dense.kernel, dtype), tf.cast(self.frame_projection.dense.bias, dtype)
         ks, bs = tf.cast(self.stop_projection.dense.kernel, dtype), tf.cast(self.stop_projection.dense.bias, dtype)
-        return StepWeights(lstm=stack_weights(self.decoder_lstm.cells, dtype, self.prenet.layers_sizes[-1]),
-                           attention=self.attention.weights_in(dtype),
-                           projection_kernel=tf.concat([kf, ks], 1), projection_bias=tf.concat([bf, bs], 0))
+        att = self.attention.weights_in(dtype)
+        return DecoderWeights(
+            prenet_weights=tuple(tf.cast(d.kernel, dtype) for d in self.prenet.dense_layers),
+            prenet_biases=tuple(tf.cast(d.bias, dtype) for d in self.prenet.dense_layers),
+            lstm_weights=stack_weights(self.decoder_lstm.cells, dtype, self.prenet.layers_sizes[-1]),
+            query_weight=att["query"], location_weight=att["location"], v_a=att["v"],
+            projection_weight=tf.concat([kf, ks], 1), projection_bias=tf.concat([bf, bs], 0))
+
+    def attention_memory(self, memory, memory_lengths=None) -> AttentionMemory:
+        """The :class:`AttentionMemory` of a loop over ``memory`` ``(batch, max_time, memory_size)``."""
+        att = self.attention
+        return AttentionMemory(*att.attention_memory(memory, memory_lengths if att.mask_encoder else None,
+                                                     att.weights_in(self.compute_dtype)))
 
     def initial_state(self, batch, max_time, dtype=None) -> DecoderState:
         """The zero :class:`DecoderState` of ``batch`` entries over a memory of ``max_time`` steps."""
@@ -342,9 +440,10 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         zeros = tuple(tf.zeros(tf.stack([batch, self.decoder_lstm.size]), dtype)
                       for _ in range(self.decoder_lstm.layers))
         return DecoderState(context=tf.zeros(tf.stack([batch, self.memory_size]), dtype),
-                            attention=tf.zeros(tf.stack([batch, max_time]), dtype), cells=zeros, hiddens=zeros)
+                            attention_state=tf.zeros(tf.stack([batch, max_time]), dtype), cells=zeros,
+                            hiddens=zeros)
 
-    def step(self, frame, state: DecoderState, memory: AttentionMemory, weights: StepWeights, *, prenet_masks=None,
+    def step(self, frame, state: DecoderState, memory: AttentionMemory, weights: DecoderWeights, *, prenet_masks=None,
              prenet_seed=None, keep_c=None, keep_h=None, input_gates=None, bias_gates=None, project: bool = True,
              for_gradient: bool = False) -> tuple[StepOutputs, DecoderState]:
         """One decoder step (TF1 ``TacotronDecoderCell``): ``prenet(frame)`` -> decoder LSTMs over ``concat(prenet,
@@ -363,8 +462,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         Args:
             frame: ``(batch, num_mels)`` the previous frame (zeros at the first step); None with ``input_gates``.
             state: :class:`DecoderState`.
-            memory: :class:`AttentionMemory` (``values``, ``keys`` from the attention's ``process_memory``,
-                ``lengths`` or None).
+            memory: :class:`AttentionMemory` (:meth:`attention_memory`).
             weights: :meth:`step_weights`.
             prenet_masks: optional list of per-layer prenet keep-masks ``(batch, prenet_layers[i])``.
             prenet_seed: optional int32 ``(2,)`` stateless seed of this step's prenet dropout (layer ``i`` draws with
@@ -385,36 +483,36 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         x = None
         if input_gates is None:
             x = self.prenet(frame, dropout_masks=prenet_masks, seed=prenet_seed)
-        out, cells, hiddens, *recorded = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm,
+        out, cells, hiddens, *recorded = stack_step(x, state.context, state.cells, state.hiddens, weights.lstm_weights,
                                                     self.zoneout, keep_c, keep_h, input_gates=input_gates,
                                                     bias_gates=bias_gates, return_inputs=bias_gates is not None)
         history = out
         if for_gradient:  # the LSTM output feeds the attention, the history and (zoneout) its state
             out, history = fan_out(out, 2)
-        context, alignments, attention = self.attention.step(out, state.attention, memory.values, memory.keys,
-                                                             memory.lengths, weights.attention,
-                                                             for_gradient=for_gradient)
+        att = self.attention
+        context, alignments, attention = attention_step(out, state.attention_state, memory.values, memory.keys,
+                                                        memory.score_bias, weights.attention(), att.smoothing,
+                                                        att.cumulate_weights, for_gradient)
         frames = stop = None
         if project:
-            projected = tf.matmul(tf.concat([out, context], -1), weights.projection_kernel) + weights.projection_bias
+            projected = tf.matmul(tf.concat([out, context], -1), weights.projection_weight) + weights.projection_bias
             n_frames = self.num_mels * self.outputs_per_step
             frames, stop = projected[:, :n_frames], self.stop_projection.activation(projected[:, n_frames:])
         return (StepOutputs(frames, stop, alignments, history, recorded[0] if recorded else None),
-                DecoderState(context=context, attention=attention, cells=cells, hiddens=hiddens))
+                DecoderState(context=context, attention_state=attention, cells=cells, hiddens=hiddens))
 
-    def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False):
+    def _decode(self, memory, memory_lengths, mel_targets, max_iters, prenet_masks, lstm_masks, training=False,
+                progress=None, stop_each: bool = False):
         dtype = memory.dtype
         batch, max_time = tf.shape(memory)[0], tf.shape(memory)[1]
-        att = self.attention
-        lengths = memory_lengths if att.mask_encoder else None
-        values, keys = att.process_memory(memory, lengths)
-        attention_memory = AttentionMemory(values, keys, lengths)
+        attention_memory = self.attention_memory(memory, memory_lengths)
         w = self.step_weights(dtype)
         state0 = self.initial_state(batch, max_time, dtype)
         if mel_targets is not None:
             return self._teacher_forced(attention_memory, mel_targets, max_iters, prenet_masks, lstm_masks, training,
                                         w, state0)
-        return self._free_running(attention_memory, max_iters, prenet_masks, lstm_masks, w, state0)
+        return self._free_running(attention_memory, max_iters, prenet_masks, lstm_masks, w, state0, progress,
+                                  stop_each)
 
     def _teacher_forced(self, memory, mel_targets, max_iters, prenet_masks, lstm_masks, training, w, state0):
         dtype = memory.values.dtype
@@ -427,7 +525,7 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         fed = tf.concat([go, mel_targets[:, r - 1::r][:, :steps - 1]], axis=1)  # (batch, steps, num_mels)
         masks = None if prenet_masks is None else [m[:, :steps] for m in prenet_masks]
         x = self.prenet(fed, dropout_masks=masks)  # every step at once: the prenet does not depend on the loop
-        gx = tf.einsum("btp,pg->tbg", x, w.lstm.input_kernel) + w.lstm.biases[0]  # layer 1's prenet part
+        gx = tf.einsum("btp,pg->tbg", x, w.lstm_weights.input_kernel) + w.lstm_biases[0]  # layer 1's prenet part
         z, units, n_layers = self.zoneout, self.decoder_lstm.size, self.decoder_lstm.layers
         keep_c = keep_h = None
         if lstm_masks is not None:
@@ -438,8 +536,8 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             keep_h = keep_masks(shape, z, self.decoder_lstm.seed_generator, dtype)
         ta = lambda: tf.TensorArray(dtype, size=steps)  # noqa: E731
         # training: each LSTM kernel's gradient in one product after the loop (_loop_weight_gradient)
-        gates = LoopGates(w.lstm, gx, weight_taps=training)
-        w = w._replace(lstm=gates.w)
+        gates = LoopGates(w.lstm_weights, gx, weight_taps=training)
+        w = w._replace(lstm_weights=gates.w)
 
         def body(t, state, outs, contexts, aligns, records):
             input_gates, bias_gates = gates.read(t)
@@ -460,23 +558,22 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         stop = self.stop_projection(proj_in, training=training)
         return frames, stop, tf.transpose(aligns.stack(), [1, 2, 0])
 
-    def _free_running(self, memory, max_iters, prenet_masks, lstm_masks, w, state0):
-        """The free-running ``tf.while_loop``. With ``stop_each`` (:meth:`_loop_options`) the loop carries the rows
-        still running (``rows``, indices into the batch) with their decoder state, last frame and attention memory:
-        at a step where some rows' own stop rule fires (and not every row's, and not the last step) a ``tf.cond``
-        gathers the others, so the following steps compute those only; each step's outputs are scattered into
+    def _free_running(self, memory, max_iters, prenet_masks, lstm_masks, w, state0, progress=None,
+                      stop_each: bool = False):
+        """The free-running ``tf.while_loop``; ``progress(step, largest stop probability)`` is called after every
+        step (a ``tf.numpy_function``, in step order). With ``stop_each`` the loop carries the rows still running
+        (``rows``, indices into the batch) with their decoder state, last frame and attention memory: at a step where
+        some rows' own stop rule fires (and not every row's, and not the last step) a ``tf.cond`` gathers the others
+        (:meth:`_leave`), so the following steps compute those only; each step's outputs are scattered into
         full-batch rows (zeros for the rows that have left), so the results keep the batch's shape."""
         dtype = memory.values.dtype
         batch = tf.shape(memory.values)[0]
         n_mels = self.num_mels
-        rate = self.prenet.drop_rate
-        seed = tf.cast(self.prenet.seed_generator.next(), tf.int32) if (prenet_masks is None and rate > 0) else None
+        seed = (tf.cast(self.prenet.seed_generator.next(), tf.int32)
+                if (prenet_masks is None and self.prenet.drop_rate > 0) else None)
         n_pre = len(self.prenet.layers_sizes)
         max_iters = tf.cast(max_iters, tf.int32)
         ta = lambda: tf.TensorArray(dtype, size=0, dynamic_size=True)  # noqa: E731
-
-        opts = self.__dict__.get("_loop_opts") or {}
-        progress, stop_each = opts.get("progress"), opts.get("stop_each", False)
 
         def body(t, finished, frame, state, frames_ta, stops_ta, aligns_ta, running):
             step_memory = memory
@@ -491,36 +588,16 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             out, state = self.step(frame, state, step_memory, w, prenet_masks=pm,
                                    prenet_seed=None if seed is None else seed + tf.stack([0, t * n_pre + 1]),
                                    keep_c=kc, keep_h=kh)
-            frames, stop, alignments = out.frames, out.stop, out.alignments
-            frame = frames[:, -n_mels:]
+            outputs, frame = (out.frames, out.stop, out.alignments), out.frames[:, -n_mels:]
             if stop_each:  # every entry's own rule has fired at some step; the others go on alone
-                fired = tf.equal(tf.round(stop), 1.0)  # (running, r)
-                fired = tf.reduce_any(fired, 1) if self.stop_at_any else tf.reduce_all(fired, 1)
-                done = tf.reduce_all(fired)
-                leave = tf.logical_and(tf.reduce_any(fired), tf.logical_not(done))
-                leave = tf.logical_and(leave, t + 1 < max_iters)
-                frames, stop, alignments = (tf.scatter_nd(rows[:, None], x, tf.concat([[batch], tf.shape(x)[1:]], 0))
-                                            for x in (frames, stop, alignments))  # full batch, zeros for the others
-                carried = (rows, running[1], frame, state)
-
-                def select(carried=carried, fired=fired):
-                    keep = tf.reshape(tf.where(tf.logical_not(fired)), [-1])
-                    return tf.nest.map_structure(lambda x: tf.gather(x, keep), carried)
-
-                rows, packed, frame, state = tf.cond(leave, select, lambda carried=carried: carried)
-                running = (rows, packed)
+                done, outputs, frame, state, running = self._leave(out, frame, state, running, batch,
+                                                                   t + 1 < max_iters)
             else:
-                done = tf.reduce_all(tf.equal(tf.round(stop), 1.0), axis=0)  # (r,): every batch entry at that frame
-                done = tf.reduce_any(done) if self.stop_at_any else tf.reduce_all(done)
+                done = batch_fired(out.stop, self.stop_at_any)
             finished = tf.logical_or(done, t + 1 >= max_iters)
-            t_next = t + 1
-            if progress is not None:  # the step's report, before the next step starts
-                token = tf.numpy_function(progress, [t_next, tf.reduce_max(tf.cast(out.stop, tf.float32))], tf.int32,
-                                          stateful=True, name="progress")
-                with tf.control_dependencies([token]):
-                    t_next = tf.identity(t_next)
-            return (t_next, finished, frame, state, frames_ta.write(t, frames), stops_ta.write(t, stop),
-                    aligns_ta.write(t, alignments), running)
+            t_next = t + 1 if progress is None else _reported(progress, t + 1, out.stop)
+            return (t_next, finished, frame, state, frames_ta.write(t, outputs[0]), stops_ta.write(t, outputs[1]),
+                    aligns_ta.write(t, outputs[2]), running)
 
         go = tf.zeros(tf.stack([batch, n_mels]), dtype)
         running0 = (tf.range(batch), _pack_memory(memory)) if stop_each else ()
@@ -538,6 +615,25 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
         frames = tf.transpose(frames_ta.stack(), [1, 0, 2])
         stop = tf.transpose(stops_ta.stack(), [1, 0, 2])
         return frames, stop, tf.transpose(aligns_ta.stack(), [1, 2, 0])
+
+    def _leave(self, out: StepOutputs, frame, state, running, batch, more):
+        """``stop_each``: the step's outputs scattered into full-batch rows (zeros for the rows not running), and,
+        where some running rows' own rule fired (not all, and ``more`` steps follow), the carried rows, frame,
+        state and memory of the others only. Returns ``(done, outputs, frame, state, running)``."""
+        rows = running[0]
+        fired = entries_fired(out.stop, self.stop_at_any)  # (running,)
+        done = tf.reduce_all(fired)
+        leave = tf.logical_and(tf.logical_and(tf.reduce_any(fired), tf.logical_not(done)), more)
+        outputs = tuple(tf.scatter_nd(rows[:, None], x, tf.concat([[batch], tf.shape(x)[1:]], 0))
+                        for x in (out.frames, out.stop, out.alignments))
+        carried = (rows, running[1], frame, state)
+
+        def select():
+            keep = tf.reshape(tf.where(tf.logical_not(fired)), [-1])
+            return tf.nest.map_structure(lambda x: tf.gather(x, keep), carried)
+
+        rows, packed, frame, state = tf.cond(leave, select, lambda: carried)
+        return done, outputs, frame, state, (rows, packed)
 
     def compute_output_shape(self, memory_shape, memory_lengths_shape=None, mel_targets_shape=None):
         b, t = memory_shape[0], memory_shape[1]

@@ -10,7 +10,8 @@ The whole model's graph cannot go to TFLite builtins: its decoder loop collects 
   convolutions, :class:`~tf_layers.EncoderRNN` in its masked formulation (the shrinking loop is no builtin), the
   speaker embedding and the attention's per-utterance half;
 * ``decoder_step.tflite``: one :meth:`Tacotron2Decoder.step` -- the previous ``frame``, the state (``context``,
-  ``attention``, ``cell_k``/``hidden_k`` per decoder LSTM layer), ``values``, ``keys``, ``lengths`` (and, when the
+  ``attention`` (the ``attention_state``), ``cell_k``/``hidden_k`` per decoder LSTM layer), ``values``, ``keys``
+  (the encoder's, the key bias added in the step), ``lengths`` (and, when the
   prenet dropout rate is above 0, ``prenet_keep_i`` keep-masks ``(batch, prenet_layers[i])``) -> ``frames``
   ``(batch, r * num_mels)``, ``stop`` ``(batch, r)`` (probabilities), ``alignments`` ``(batch, T_in)`` and the new
   state under the same names;
@@ -133,14 +134,17 @@ def decoder_step_function(model):
 
     def step(*args):
         a = dict(zip(names, args))
-        state = DecoderState(context=a["context"], attention=a["attention"],
+        state = DecoderState(context=a["context"], attention_state=a["attention"],
                              cells=tuple(a[f"cell_{k}"] for k in range(n_layers)),
                              hiddens=tuple(a[f"hidden_{k}"] for k in range(n_layers)))
-        memory = AttentionMemory(a["values"], a["keys"], a["lengths"] if dec.attention.mask_encoder else None)
+        att = dec.attention
+        values = a["values"]
+        memory = AttentionMemory(values, a["keys"] + att.weights_in(tf.float32)["key_bias"],
+                                 att.score_bias(a["lengths"], tf.shape(values)[1], values.dtype))
         keeps = [a[n] for n in names if n.startswith("prenet_keep_")] or None
         out, new = dec.step(a["frame"], state, memory, dec.step_weights(tf.float32), prenet_masks=keeps)
         result = {"frames": out.frames, "stop": out.stop, "alignments": out.alignments, "context": new.context,
-                  "attention": new.attention}
+                  "attention": new.attention_state}
         result.update({f"cell_{k}": c for k, c in enumerate(new.cells)})
         result.update({f"hidden_{k}": h for k, h in enumerate(new.hiddens)})
         return result

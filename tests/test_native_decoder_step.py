@@ -24,7 +24,7 @@ from speechblocks.native import _build
 from tests.helpers.call_counter import count_calls
 from tests.helpers.native_accuracy import assert_as_accurate
 from torch_layers import _native
-from torch_layers.tacotron2_decoder import Tacotron2Decoder, loop_options
+from torch_layers.tacotron2_decoder import Tacotron2Decoder
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: the native step cannot be built (the TorchScript loop runs)")
@@ -191,8 +191,8 @@ def test_progress_reports_the_same_steps_and_probabilities(monkeypatch, counted)
             monkeypatch.setenv("SPEECHBLOCKS_NATIVE", env)
         got = []
         torch.manual_seed(1)
-        with loop_options(progress=lambda step, p, got=got: got.append((step, p))), torch.inference_mode():
-            dec(memory)
+        with torch.inference_mode():
+            dec.decode(memory, progress=lambda step, p, got=got: got.append((step, p)))
         reports[name] = got
     assert len(counted) == 1
     assert [s for s, _ in reports["native"]] == [s for s, _ in reports["scripted"]]

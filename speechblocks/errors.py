@@ -8,9 +8,12 @@ caller that catches ``ValueError`` keeps working. The command line answers eithe
 (``speechblocks/commands/__init__.py``); any other exception reaching it, a ``ValueError`` included, is a bug:
 exit status 3.
 
-The library's own ``ValueError``s (a model's argument check, a damaged checkpoint's ``CheckpointError``) are not
-of this family: a command turns the ones its user's files and values cause into an :class:`InputError` where it
-hands them to the library (:func:`as_input_error`), so an unexpected ``ValueError`` elsewhere stays a bug.
+The errors about a file the user hands in are of this family wherever they are raised: a damaged or hostile TF1
+checkpoint (``CheckpointError``), migrated file (``MigratedFileError``) or state dict (``StateDictError``), weights
+that do not fit (``TF1WeightsError``), hparams the weights contradict (``HParamsMismatchError``), a checkpoint that
+holds no Tacotron blocks or whose hparams cannot be inferred (``migration.schema``). A library function's argument
+check stays a plain ``ValueError``: a command turns the ones its user's values cause into an :class:`InputError`
+where it hands them to the library (:func:`as_input_error`), so an unexpected ``ValueError`` elsewhere stays a bug.
 """
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["StateDictError", "state_dict_problems", "array_kind", "verify_torch_zip", "torch_load_message",
            "one_line", "ZIP_MAGIC"]
 
@@ -24,7 +26,7 @@ ZIP_MAGIC = b"PK\x03\x04"
 _KIND_NAMES = {"f": "floating-point", "i": "integer", "u": "integer", "b": "bool", "c": "complex"}
 
 
-class StateDictError(ValueError, RuntimeError):
+class StateDictError(InputError, RuntimeError):
     """A state dict does not fit a module or layer; ``problems`` lists every problem (nothing was assigned).
 
     A ``ValueError`` (the project's rule for bad input) and a ``RuntimeError`` (what torch's ``load_state_dict``

@@ -11,6 +11,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from .errors import InputError
 from .tacotron2_hparams import Tacotron2HParams, resolve_hparams
 
 __all__ = ["tf1_variable_shapes", "infer_hparams", "check_tf1_shapes", "checkpoint_hparams", "is_regularized",
@@ -276,7 +277,7 @@ def checkpoint_hparams(shapes: Mapping[str, Shape], hparams=None, overrides: Map
     return hp
 
 
-class HParamsMismatchError(ValueError):
+class HParamsMismatchError(InputError):
     """The hparams given contradict a checkpoint's shapes.
 
     The message is one line that names the cause first (the hparams whose values the shapes contradict, or the

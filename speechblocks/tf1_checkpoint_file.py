@@ -32,6 +32,7 @@ import stat
 import numpy as np
 
 from .crc32c import Crc32c, crc32c, unmask
+from .errors import InputError
 
 __all__ = ["CheckpointError", "CheckpointNotFoundError", "NonFiniteWeightsError", "NonFiniteWeightsWarning",
            "CheckpointDtypeWarning", "TensorEntry", "CheckpointFiles", "resolve_checkpoint",
@@ -60,7 +61,7 @@ _NUMPY = {1: "f4", 2: "f8", 3: "i4", 4: "u1", 5: "i2", 6: "i1", 8: "c8", 9: "i8"
           19: "f2", 22: "u4", 23: "u8"}
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A TF1 checkpoint that cannot be read safely: truncated, corrupted, hostile or of the wrong kind.
 
     The message is one line naming the file (and the tensor, when there is one) and the problem.

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["TF1WeightsError", "TF1LoadReport", "check_tf1_weights", "assign_tf1_weights", "tf1_shape"]
 
 
-class TF1WeightsError(ValueError):
+class TF1WeightsError(InputError):
     """Raised when TF1 weights do not fit a block; ``problems`` lists every problem found."""
 
     def __init__(self, block: str, problems: list[str]):

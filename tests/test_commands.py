@@ -19,6 +19,12 @@ import pytest
 from speechblocks import audio_commands, cli, commands
 from speechblocks.commands import _common
 from speechblocks.errors import InputError, UsageError, as_input_error
+from speechblocks.migration.migrated_file import MigratedFileError
+from speechblocks.migration.schema import NoTacotronBlocksError
+from speechblocks.state_dict import StateDictError
+from speechblocks.tacotron2_schema import HParamsMismatchError
+from speechblocks.tf1_checkpoint_file import CheckpointError
+from speechblocks.tf1_exchange import TF1WeightsError
 
 COMMANDS_DIR = os.path.dirname(commands.__file__)
 
@@ -212,3 +218,27 @@ def test_doctor_prints_the_report_as_text_or_json(capsys, monkeypatch):
     rc, out, err = _run(["doctor"], capsys)
     assert (rc, err) == (0, "") and out == diagnostics.format_report(found) + "\n"
     assert "frameworks:\n  (not probed)" in out
+
+
+_FILE_ERRORS = {
+    "checkpoint": lambda: CheckpointError("'x.ckpt': damaged index"),
+    "migrated": lambda: MigratedFileError("'m.npz': no hparams"),
+    "state-dict": lambda: StateDictError("'e.pt'", ["missing lstm.weight_ih_l0"]),
+    "tf1-weights": lambda: TF1WeightsError("Postnet", ["missing kernel"]),
+    "hparams": lambda: HParamsMismatchError("'x.ckpt'", "num_mels", ["a"]),
+    "no-blocks": lambda: NoTacotronBlocksError("'x.ckpt': none"),
+}
+
+
+@pytest.mark.parametrize("error", list(_FILE_ERRORS.values()), ids=list(_FILE_ERRORS))
+def test_a_users_damaged_file_is_exit_2_wherever_it_is_found(error, spectrogram, tmp_path, capsys, monkeypatch):
+    """The file errors are InputErrors: found past the command's own input checks (here inside the Griffin-Lim
+    step), they are still the user's input, answered with one line and exit 2 -- not an internal error."""
+    def refuse(*args, **kwargs):
+        raise error()
+
+    monkeypatch.setattr(audio_commands, "griffin_lim_wavs", refuse)
+    rc, out, err = _run(_griffin_lim(spectrogram, tmp_path), capsys)
+    assert (rc, out) == (2, "")
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("speechblocks griffin-lim: error: ") and "internal" not in lines[0]

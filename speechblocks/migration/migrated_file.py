@@ -27,6 +27,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..errors import InputError
 from ..state_dict import one_line
 from ..tacotron2_hparams import Tacotron2HParams, resolve_hparams
 from ..tacotron2_schema import checkpoint_hparams, tf1_variable_shapes
@@ -53,7 +54,7 @@ _MODEL_COUNTS = ("enc_conv_num_layers", "decoder_layers", "postnet_num_layers", 
 _RESERVED_CONFIG = frozenset({"device", "dtype", "name"})
 
 
-class MigratedFileError(ValueError):
+class MigratedFileError(InputError):
     """A migrated file cannot be read: one line naming the file and the problem. Nothing was loaded: the reader
     returns no object and no existing model is changed."""
 

@@ -21,13 +21,15 @@ from collections.abc import Callable, Mapping
 
 from speechblocks.tacotron2_schema import conv_bn_shapes, dense_shapes, lstm_shapes
 
+from ..errors import InputError
+
 Shape = tuple[int, ...]
 
 __all__ = ["BlockKind", "BLOCK_KINDS", "BLOCK_PATHS", "ConfigInferenceError", "MigrationError",
            "NoTacotronBlocksError", "NOT_INFERABLE", "kind_for_path"]
 
 
-class ConfigInferenceError(ValueError):
+class ConfigInferenceError(InputError):
     """A block's config cannot be read from its variables; ``problems`` lists why."""
 
     def __init__(self, problems: list[str]):
@@ -35,11 +37,11 @@ class ConfigInferenceError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-class NoTacotronBlocksError(ValueError):
+class NoTacotronBlocksError(InputError):
     """The checkpoint holds no variable of any Tacotron-2 block this library knows."""
 
 
-class MigrationError(ValueError):
+class MigrationError(InputError):
     """The migration cannot be done; ``problems`` lists every problem found (nothing was written)."""
 
     def __init__(self, checkpoint: str, problems: list[str]):

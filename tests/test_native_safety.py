@@ -19,6 +19,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,17 @@ def test_the_status_is_json_serialisable(cached):
     import json
     st = native.status()
     assert json.loads(json.dumps(st.as_dict()))["flags"] == list(st.flags)
+
+
+def test_nowhere_to_build_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPEECHBLOCKS_CACHE", str(blocker))  # the cache directory cannot be created
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker))  # nor a private one
+    assert native.library() is None
+    reason = native.status().reason
+    assert reason.startswith("the native library cannot be prepared: [Errno 20] Not a directory: ")
+    assert "\n" not in reason
 
 
 # ---- the CPU budget ----

@@ -41,7 +41,7 @@ from typing import Optional
 import numpy as np
 
 from ._build import HEADERS, SOURCES, NativeStatus, enabled, library, status
-from ._fields import MAX_ATTENTION_UNITS, MAX_LAYERS, _ptr, _set_fields, _threads, cpu_budget
+from ._fields import _F, MAX_ATTENTION_UNITS, MAX_LAYERS, _ptr, _set_fields, _threads, cpu_budget  # noqa: F401 (_F)
 from ._structs import _Decoder, _State
 from .batch_loop import BatchDecoderLoop
 

@@ -293,12 +293,12 @@ def _load(cc: list[str], cflags: tuple[str, ...]) -> tuple[Optional[ctypes.CDLL]
     build_log = ""
     try:
         try:
-            why = untrusted(os.lstat(target))
+            why = untrusted(os.lstat(target))  # "": a cached file to load
         except FileNotFoundError:
             why = None  # not built yet
         if why:
             note = f"cached {target.name} refused ({why}): rebuilt"
-        if why is None or why:
+        if why != "":
             built, reason, build_log = build(cc, cflags, target)
             if not built:
                 if why:
@@ -347,7 +347,11 @@ def _resolve() -> tuple[Optional[ctypes.CDLL], NativeStatus]:
             key = (tuple(cc), cflags, str(cache_dir()))
             with _LOCK:
                 if key not in _LOADED:
-                    _LOADED[key] = _load(cc, cflags)
+                    try:
+                        _LOADED[key] = _load(cc, cflags)
+                    except OSError as e:  # the cache or a temporary directory cannot be written or read
+                        _LOADED[key] = None, NativeStatus(False, f"the native library cannot be prepared: {e}",
+                                                          compiler=shlex.join(cc), flags=cflags)
                 lib, st = _LOADED[key]
     if lib is None:
         _warn_once(f"speechblocks: the native decoder step is unavailable ({st.reason}); the framework loops run")

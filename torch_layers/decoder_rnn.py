@@ -185,6 +185,51 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
             out.append((z, z))
         return out
 
+    def _checked_states(self, states: list[tuple[Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        """:meth:`forward`'s ``states`` checked, as the lists of cells and hiddens."""
+        if len(states) != self.layers:
+            raise ValueError("DecoderRNN: argument `states` must be a list of " + str(self.layers)
+                             + " pairs (c, h), each (batch, " + str(self.size) + "); got " + str(len(states))
+                             + " pairs.")
+        cs: list[Tensor] = []
+        hs: list[Tensor] = []
+        for c, h in states:
+            check_float_tensor(c, "states", "DecoderRNN", 2, self.size, self._step_doc)
+            check_float_tensor(h, "states", "DecoderRNN", 2, self.size, self._step_doc)
+            cs.append(c)
+            hs.append(h)
+        return cs, hs
+
+    def _keep_masks(self, zoneout_masks: Optional[list[tuple[Tensor, Tensor]]], inputs: Tensor
+                    ) -> tuple[Optional[Tensor], Optional[Tensor]]:
+        """The zoneout keep-masks of cells and hiddens, ``(layers, batch, [time,] size)``: the given ones checked,
+        else in ``train()`` fresh draws, else ``None`` (the inference mix)."""
+        block = "DecoderRNN"
+        rank = inputs.dim()
+        u = self.size
+        mask_shape = [inputs.shape[0], u] if rank == 2 else [inputs.shape[0], inputs.shape[1], u]
+        mask_doc = "a list of " + str(self.layers) + " pairs (c_keep, h_keep), each " + (
+            self._step_doc if rank == 2 else "(batch, time, " + str(u) + ")")
+        keep_c: Optional[Tensor] = None
+        keep_h: Optional[Tensor] = None
+        if zoneout_masks is not None:
+            if len(zoneout_masks) != self.layers:
+                raise ValueError(block + ": argument `zoneout_masks` must be " + mask_doc + "; got "
+                                 + str(len(zoneout_masks)) + " pairs.")
+            mcs: list[Tensor] = []
+            mhs: list[Tensor] = []
+            for mc, mh in zoneout_masks:
+                check_mask(mc, "zoneout_masks", block, mask_shape, mask_doc)
+                check_mask(mh, "zoneout_masks", block, mask_shape, mask_doc)
+                mcs.append(mc.to(inputs.dtype))
+                mhs.append(mh.to(inputs.dtype))
+            keep_c = torch.stack(mcs, 0)  # (L, batch, [time,] u)
+            keep_h = torch.stack(mhs, 0)
+        elif self.training:
+            keep_c = keep_masks([self.layers] + mask_shape, self.zoneout, inputs)
+            keep_h = keep_masks([self.layers] + mask_shape, self.zoneout, inputs)
+        return keep_c, keep_h
+
     def forward(self, inputs: Tensor, states: Optional[list[tuple[Tensor, Tensor]]] = None,
                 zoneout_masks: Optional[list[tuple[Tensor, Tensor]]] = None
                 ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
@@ -211,16 +256,7 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
         u = self.size
         if states is None:
             states = self.get_initial_state(batch)
-        if len(states) != self.layers:
-            raise ValueError(block + ": argument `states` must be a list of " + str(self.layers)
-                             + " pairs (c, h), each (batch, " + str(u) + "); got " + str(len(states)) + " pairs.")
-        cs: list[Tensor] = []
-        hs: list[Tensor] = []
-        for c, h in states:
-            check_float_tensor(c, "states", block, 2, u, self._step_doc)
-            check_float_tensor(h, "states", block, 2, u, self._step_doc)
-            cs.append(c)
-            hs.append(h)
+        cs, hs = self._checked_states(states)
         weights: list[Tensor] = []
         lstm_weights: list[Tensor] = []
         biases: list[Tensor] = []
@@ -228,28 +264,7 @@ class DecoderRNN(TF1WeightsMixin, nn.Module):
             weights.append(cell.weight.t())
             lstm_weights.append(cell.weight)
             biases.append(effective_bias(cell.bias, cell.forget_bias))
-        mask_shape = [batch, u] if rank == 2 else [batch, inputs.shape[1], u]
-        mask_doc = "a list of " + str(self.layers) + " pairs (c_keep, h_keep), each " + (
-            self._step_doc if rank == 2 else "(batch, time, " + str(u) + ")")
-        keep_c: Optional[Tensor] = None
-        keep_h: Optional[Tensor] = None
-        if zoneout_masks is not None:
-            if len(zoneout_masks) != self.layers:
-                raise ValueError(block + ": argument `zoneout_masks` must be " + mask_doc + "; got "
-                                 + str(len(zoneout_masks)) + " pairs.")
-            mcs: list[Tensor] = []
-            mhs: list[Tensor] = []
-            for mc, mh in zoneout_masks:
-                check_mask(mc, "zoneout_masks", block, mask_shape, mask_doc)
-                check_mask(mh, "zoneout_masks", block, mask_shape, mask_doc)
-                mcs.append(mc.to(inputs.dtype))
-                mhs.append(mh.to(inputs.dtype))
-            keep_c = torch.stack(mcs, 0)  # (L, batch, [time,] u)
-            keep_h = torch.stack(mhs, 0)
-        elif self.training:
-            keep_c = keep_masks([self.layers] + mask_shape, self.zoneout, inputs)
-            keep_h = keep_masks([self.layers] + mask_shape, self.zoneout, inputs)
-
+        keep_c, keep_h = self._keep_masks(zoneout_masks, inputs)
         if rank == 2:
             x, new_cs, new_hs, _ = lstm_stack_step(inputs, cs, hs, lstm_weights, biases, self.zoneout, keep_c, keep_h)
             new_states: list[tuple[Tensor, Tensor]] = []

@@ -64,11 +64,13 @@ def _requirement_name(line: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def extras() -> dict[str, list[str]]:
+SETUP_CFG = Path(__file__).resolve().parent.parent / "setup.cfg"
+
+
+def extras(cfg: Path = SETUP_CFG) -> dict[str, list[str]]:
     """``{"required": [...], extra: [package names]}``: ``setup.cfg``'s ``install_requires`` and
     ``extras_require`` (a source checkout), else the installed distribution's ``Requires-Dist``; ``all`` (the union)
     left out."""
-    cfg = Path(__file__).resolve().parent.parent / "setup.cfg"
     out: dict[str, list[str]] = {}
     if cfg.is_file():
         parser = configparser.ConfigParser()

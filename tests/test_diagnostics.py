@@ -68,6 +68,14 @@ def test_a_missing_package_is_not_installed():
                            "numpy": importlib.metadata.version("numpy")}}
 
 
+def test_the_installed_metadata_lists_what_setup_cfg_does(tmp_path):
+    """An installed wheel has no setup.cfg: the distribution's Requires-Dist gives the same groups and names."""
+    from_cfg = diagnostics.extras()
+    from_metadata = diagnostics.extras(tmp_path / "no_setup.cfg")
+    assert set(from_cfg) == _groups_in_setup_cfg()
+    assert {g: sorted(n) for g, n in from_metadata.items()} == {g: sorted(n) for g, n in from_cfg.items()}
+
+
 def test_switched_off_in_a_fresh_process(tmp_path):
     code = ("import json, sys\nfrom speechblocks.diagnostics import report, format_report\n"
             "r = report(frameworks=False)\n"

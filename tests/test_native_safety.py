@@ -173,6 +173,31 @@ def test_a_shared_writable_cache_directory_is_left_alone(tmp_path, cached):
     assert not marker.exists() and path.read_bytes() == data
 
 
+def test_a_cache_under_a_directory_others_can_write_is_left_alone(tmp_path, cached):
+    """Another user could rename the cache directory away and put their own in its place."""
+    base = cached.parent.parent  # $SPEECHBLOCKS_CACHE
+    data, marker = _planted(tmp_path)
+    _plant(cached, data, 0o700)
+    base.chmod(0o1777)  # sticky, as /tmp: others cannot rename what is not theirs
+    assert _build.untrusted_ancestor(cached.parent) == ""
+    base.chmod(0o777)
+    assert _build.untrusted_ancestor(cached.parent) == (f"{base} is writable by others without the sticky bit "
+                                                        "(mode 0777)")
+    st = native.status()
+    assert st.available and not marker.exists() and cached.read_bytes() == data, st
+    assert st.note == (f"cache directory {cached.parent} refused ({base} is writable by others without the sticky "
+                       "bit (mode 0777)): built in a private temporary directory")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_cache_under_another_users_directory_is_refused(tmp_path):
+    other = tmp_path / "alice"
+    (other / "cache" / "native").mkdir(parents=True)
+    assert _build.untrusted_ancestor(other / "cache" / "native") == ""
+    os.chown(other, 4242, 4242)  # alice may rename what her directory holds
+    assert _build.untrusted_ancestor(other / "cache" / "native") == f"{other} is owned by uid 4242"
+
+
 def test_a_refused_file_that_cannot_be_rebuilt_is_refused_in_one_line(tmp_path, monkeypatch):
     script, calls, fail = _wrapper(tmp_path)
     monkeypatch.setenv("CC", str(script))

@@ -4,9 +4,11 @@ The library is compiled on first use with the system C compiler into ``$SPEECHBL
 ``~/.cache/speechblocks/native``, created ``0700``), one file per cache key: the compiler (its path and
 ``--version``), the flags (:data:`BASE_FLAGS`, ``$SPEECHBLOCKS_NATIVE_CFLAGS`` appended, each link variant), every
 source and header, and the CPU's instruction sets. A shared object is code this process runs, so a cached one is
-loaded only from a directory and as a file owned by this user and writable by nobody else: a file that is not is
-rebuilt in its place; a cache directory that is not (another user's, or group/world-writable: ``SPEECHBLOCKS_CACHE``
-on a shared disk) is left alone and the library built aside, in a private temporary directory removed once loaded.
+loaded only from a directory and as a file owned by this user and writable by nobody else, in a directory nobody
+else can rename away (every directory above it this user's or root's, and not writable by others unless sticky, as
+``/tmp``): a file that is not is rebuilt in its place; a cache directory that is not (another user's, group- or
+world-writable, under another user's directory: ``SPEECHBLOCKS_CACHE`` on a shared disk) is left alone and the
+library built aside, in a private temporary directory removed once loaded.
 The library exports its structs' sizes and field offsets and its limits, and a library whose layout differs from the
 ctypes mirrors (``_structs.py``) is refused.
 
@@ -140,6 +142,19 @@ def untrusted(st: os.stat_result, kind: str = "file") -> str:
     return ""
 
 
+def untrusted_ancestor(directory: Path) -> str:
+    """``""`` when nobody but this user and root can rename ``directory`` away (and so swap in their own): every
+    directory above it owned by this user or root, and writable by nobody else unless sticky (as ``/tmp``); else
+    which one is not and why."""
+    for parent in Path(os.path.realpath(directory)).parents:
+        st = os.stat(parent)
+        if st.st_uid not in (0, _uid()):
+            return f"{parent} is owned by uid {st.st_uid}"
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return f"{parent} is writable by others without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o})"
+    return ""
+
+
 def _cpu_key() -> str:
     """What the build depends on besides the source and the compiler: this CPU's instruction sets."""
     cpu_flags = ""
@@ -270,7 +285,7 @@ def _directory() -> tuple[Path, str, bool]:
     d = cache_dir()
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        why = untrusted(os.lstat(d), "directory")
+        why = untrusted(os.lstat(d), "directory") or untrusted_ancestor(d)
     except OSError as e:
         why = f"cannot be created or read ({e.strerror or e})"
     if not why:

@@ -1,14 +1,16 @@
 """The Keras adapter of the native decoder steps (:mod:`speechblocks.native`): free-running inference.
 
-:func:`free_running` runs an eager ``Tacotron2Decoder`` call's free-running loop in C when the call qualifies
-(float32 on the CPU, no injected zoneout masks, a ReLU pre-net, the library built): batch 1 in the batch-1 step
-(``decoder_step.c``), larger batches in the batched step (``decoder_batch.c``: the kernels packed once per call into
-column panels; the entries still running computed, each entry leaving at its own stop with ``stop_each``, as
-``Tacotron2.synthesize_batch`` asks, else the original's batch rule). The C steps read the Keras LSTM kernels in
-their own ``(in, out)`` layout and TF1's gate order (the batch-1 step the small dense kernels transposed per call,
-``_loop_arrays(dense_rows=True)``). The pre-net's dropout draws the numbers the graph loop draws:
-``tf.random.stateless_uniform`` of shape ``(entries running, size)`` with the seed of step ``t``, layer ``i``
-``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call), made in chunks of steps.
+:func:`free_running` runs an eager ``Tacotron2Decoder`` call's free-running loop in C when the call's plan names it
+(:func:`tf_layers.decoding_plan.plan_decoding`: float32 on the CPU, no injected zoneout masks, a ReLU pre-net, the
+library built): batch 1 in the batch-1 step (``decoder_step.c``), larger batches in the batched step
+(``decoder_batch.c``: the kernels packed once per call into column panels; the entries still running computed, each
+entry leaving at its own stop with ``stop_each``, as ``Tacotron2.synthesize_batch`` asks, else the original's batch
+rule). The C steps read :meth:`Tacotron2Decoder.step_weights` (the location kernel folded there) and
+:meth:`Tacotron2Decoder.attention_memory`: the Keras LSTM kernels in their own ``(in, out)`` layout and TF1's gate
+order (the batch-1 step the small dense kernels transposed per call, ``_loop_arrays(dense_rows=True)``). The pre-net's
+dropout draws the numbers the graph loop draws: ``tf.random.stateless_uniform`` of shape ``(entries running, size)``
+with the seed of step ``t``, layer ``i`` ``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call),
+made in chunks of steps.
 """
 from __future__ import annotations
 

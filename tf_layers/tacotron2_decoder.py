@@ -161,9 +161,12 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
       probability rounds to 1 (``tf.round``: 0.5 does not stop), or after ``max_iters`` steps. All entries
       run the same number of steps; the stopping step's frames are kept. At least one step runs.
 
-    Eager inference calls run the loop through a cached ``tf.function`` (no Python per step); inside a traced
-    function (``fit``, ``tf.function``) it is a plain ``tf.while_loop`` with unknown batch, memory time and number
-    of steps. Eager *training* calls run the loop eagerly, so a ``GradientTape`` around them works; wrap training
+    Which loop runs is decided in one place, :func:`tf_layers.decoding_plan.plan_decoding` (``str(plan)`` says why):
+    eager free-running inference in float32 on the CPU runs the native C step (:mod:`tf_layers._native`); other eager
+    inference calls the loop through a cached ``tf.function`` (no Python per step); inside a traced function
+    (``fit``, ``predict``, ``tf.function``) it is a plain ``tf.while_loop`` with unknown batch, memory time and number
+    of steps. :meth:`decode` is :meth:`call` with the free-running options explicit (``progress``, ``stop_each``).
+    Eager *training* calls run the loop eagerly, so a ``GradientTape`` around them works; wrap training
     steps in ``tf.function`` (as ``fit`` does) for speed.
 
     Args:

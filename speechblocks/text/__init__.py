@@ -31,8 +31,10 @@ from .cleaners import (
 )
 from .numbers import MAX_NUMBER, normalize_numbers, number_to_words, read_number
 from .symbols import CHARACTERS, EOS, PAD, SYMBOLS, id_to_symbol, symbol_to_id
+from .tacotron1 import KEITHITO_SYMBOLS, MIMIC2_CLEANERS, MIMIC2_SYMBOLS
 
-__all__ = ["CHARACTERS", "CLEANERS", "EOS", "MAX_NUMBER", "PAD", "SYMBOLS", "ascii_fold", "basic_cleaners",
+__all__ = ["CHARACTERS", "CLEANERS", "EOS", "MAX_NUMBER", "PAD", "SYMBOLS", "SYMBOL_TABLES", "ascii_fold",
+           "basic_cleaners",
            "clean_text", "convert_to_ascii", "english_cleaners", "expand_abbreviations", "expand_numbers",
            "get_cleaner", "id_to_symbol", "normalize_numbers", "number_to_words", "read_number",
            "sequence_to_text", "symbol_to_id", "text_to_sequence", "transliteration_cleaners",
@@ -43,13 +45,38 @@ __all__ = ["CHARACTERS", "CLEANERS", "EOS", "MAX_NUMBER", "PAD", "SYMBOLS", "asc
 # follows a group is lost.
 _BRACED = re.compile(r"(?P<before>.*?)\{(?P<braced>.+?)\}(?P<after>.*)")
 
+#: symbol-table name -> the table (``SYMBOL_TABLES[name][i]`` has id ``i``): ``"tacotron2"`` the 66 symbols of the
+#: TF1 Real-Time-Voice-Cloning synthesizer (:data:`SYMBOLS`, the default), ``"keithito"`` and ``"mimic2"`` the 149
+#: symbols (ARPAbet included) of keithito/tacotron and MycroftAI/mimic2 (:mod:`.tacotron1`)
+SYMBOL_TABLES: dict[str, tuple[str, ...]] = {"tacotron2": SYMBOLS, "keithito": KEITHITO_SYMBOLS,
+                                             "mimic2": MIMIC2_SYMBOLS}
+# what each table's cleaner names mean: the original project's own cleaners
+_TABLE_CLEANERS = {"tacotron2": CLEANERS, "keithito": CLEANERS, "mimic2": MIMIC2_CLEANERS}
+_SYMBOL_IDS = {name: {symbol: i for i, symbol in enumerate(table)} for name, table in SYMBOL_TABLES.items()}
 
-def _encodable(char: str) -> bool:
+
+def _table_ids(symbols: str) -> dict[str, int]:
+    if symbols not in SYMBOL_TABLES:
+        raise ValueError(f"unknown symbol table {symbols!r}; known tables: {', '.join(sorted(SYMBOL_TABLES))}")
+    return _SYMBOL_IDS[symbols]
+
+
+def _table_cleaner(symbols: str, name: str):
+    table = _TABLE_CLEANERS[symbols]
+    if table is CLEANERS:
+        return get_cleaner(name)
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown cleaner {name!r}; known cleaners: {', '.join(sorted(table))}") from None
+
+
+def _encodable(char: str, ids: dict[str, int] = symbol_to_id) -> bool:
     """Whether a text character gets an id (PAD and EOS are reserved and never taken from the text)."""
-    return char in symbol_to_id and char not in (PAD, EOS)
+    return char in ids and char not in (PAD, EOS)
 
 
-def unknown_characters(cleaned_text: str) -> list[str]:
+def unknown_characters(cleaned_text: str, symbols: str = "tacotron2") -> list[str]:
     """The characters of a cleaned text that :func:`text_to_sequence` cannot encode.
 
     These are the characters outside :data:`SYMBOLS` plus the reserved ``"_"`` (PAD) and ``"~"`` (EOS),
@@ -57,15 +84,17 @@ def unknown_characters(cleaned_text: str) -> list[str]:
 
     Args:
         cleaned_text (str): text after cleaning (see :func:`clean_text`).
+        symbols (str, optional): the symbol table's name (:data:`SYMBOL_TABLES`). (Default: ``"tacotron2"``)
 
     Returns:
         list[str]: each such character once, in order of first appearance (empty if all are encodable).
     """
-    return list(dict.fromkeys(char for char in cleaned_text if not _encodable(char)))
+    ids = _table_ids(symbols)
+    return list(dict.fromkeys(char for char in cleaned_text if not _encodable(char, ids)))
 
 
 def text_to_sequence(text: str, cleaner_names: str | Iterable[str] = ("english_cleaners",),
-                     strict: bool = False) -> list[int]:
+                     strict: bool = False, symbols: str = "tacotron2") -> list[int]:
     """Clean a text and convert it to symbol ids, ending with the EOS id.
 
     With ``strict=False`` this is the original front-end's conversion:
@@ -81,12 +110,20 @@ def text_to_sequence(text: str, cleaner_names: str | Iterable[str] = ("english_c
 
     With ``strict=True`` nothing is dropped silently: the call raises ``ValueError`` instead.
 
+    With a table that has ARPAbet (``symbols="keithito"`` or ``"mimic2"``: keithito/tacotron's and MycroftAI/mimic2's
+    149 symbols), a ``{...}`` group gives the ids of its space-separated symbols written with a leading ``"@"``
+    (``"{HH AH0 L OW1}"`` -> the ids of ``"@HH"``, ``"@AH0"``, ``"@L"``, ``"@OW1"``), as the originals did; symbols
+    the table lacks are dropped (``strict=True`` names them instead). The table also decides what the cleaner names
+    mean: each original project's own cleaners (mimic2's ``english_cleaners`` deletes non-ASCII characters and
+    spells numbers its own way, see :mod:`speechblocks.text.tacotron1`).
+
     Args:
         text (str): the raw text.
         cleaner_names (str or Iterable[str], optional): cleaners to run (see
             :data:`~speechblocks.text.cleaners.CLEANERS`), or one comma-separated string of names.
             (Default: ``("english_cleaners",)``)
         strict (bool, optional): raise instead of dropping characters. (Default: ``False``)
+        symbols (str, optional): the symbol table's name (:data:`SYMBOL_TABLES`). (Default: ``"tacotron2"``)
 
     Returns:
         list[int]: the ids, the last one being ``symbol_to_id[EOS]`` (1).
@@ -94,9 +131,11 @@ def text_to_sequence(text: str, cleaner_names: str | Iterable[str] = ("english_c
     Raises:
         ValueError: if a cleaner name is unknown; with ``strict=True`` also if the text has a ``{...}``
             ARPAbet group, if the cleaned text has characters outside the table (the message names them and
-            shows the cleaned text), or if the cleaned text is empty or only whitespace (``"empty text"``).
+            shows the cleaned text), or if the cleaned text is empty or only whitespace (``"empty text"``); if the
+            symbol table is unknown.
     """
-    cleaners = [get_cleaner(name) for name in _cleaner_names(cleaner_names)]
+    ids = _table_ids(symbols)
+    cleaners = [_table_cleaner(symbols, name) for name in _cleaner_names(cleaner_names)]
 
     def clean(segment: str) -> str:
         for cleaner in cleaners:
@@ -105,43 +144,61 @@ def text_to_sequence(text: str, cleaner_names: str | Iterable[str] = ("english_c
 
     cleaned_parts: list[str] = []
     braced_groups: list[str] = []
+    sequence: list[int] = []
     rest = text
     while rest:
         match = _BRACED.match(rest)
         if match is None:
             cleaned_parts.append(clean(rest))
+            sequence += _text_ids(cleaned_parts[-1], ids)
             break
         cleaned_parts.append(clean(match.group("before")))
-        braced_groups.append(match.group("braced"))  # ARPAbet: no symbol for it in this table
+        sequence += _text_ids(cleaned_parts[-1], ids)
+        braced_groups.append(match.group("braced"))
+        sequence += [ids["@" + s] for s in match.group("braced").split() if "@" + s in ids]
         rest = match.group("after")
 
     cleaned = "".join(cleaned_parts)
+    arpabet = "@AA" in ids
     if strict:
-        if braced_groups:
+        unknown_arpabet = [s for group in braced_groups for s in group.split() if "@" + s not in ids]
+        if arpabet and unknown_arpabet:
+            raise ValueError(f"ARPAbet symbols outside the symbol table: {', '.join(map(repr, unknown_arpabet))} "
+                             f"in {text!r}")
+        if braced_groups and not arpabet:
             groups = ", ".join("{" + group + "}" for group in braced_groups)
             raise ValueError(f"ARPAbet in curly braces is not supported (the symbol table has no ARPAbet "
                              f"symbols): {groups!r} in {text!r}")
-        unknown = unknown_characters(cleaned)
+        unknown = unknown_characters(cleaned, symbols)
         if unknown:
             raise ValueError(f"characters outside the symbol table: {', '.join(map(repr, unknown))} "
                              f"in cleaned text {cleaned!r}")
-        if not cleaned.strip():
+        if not cleaned.strip() and not (arpabet and braced_groups):
             raise ValueError(f"empty text: {text!r} cleans to {cleaned!r}")
-    return [symbol_to_id[char] for char in cleaned if _encodable(char)] + [symbol_to_id[EOS]]
+    return sequence + [ids[EOS]]
 
 
-def sequence_to_text(sequence: Iterable[int]) -> str:
+def _text_ids(cleaned: str, ids: dict[str, int]) -> list[int]:
+    return [ids[char] for char in cleaned if _encodable(char, ids)]
+
+
+def sequence_to_text(sequence: Iterable[int], symbols: str = "tacotron2") -> str:
     """Convert symbol ids back to text.
 
     Every id of the table gives its symbol, PAD (``"_"``) and EOS (``"~"``) included; ids outside the table
-    are skipped, as in the original. The round trip gives the cleaned text plus ``"~"``.
+    are skipped, as in the original. The round trip gives the cleaned text plus ``"~"``. An ARPAbet id gives its
+    symbol in braces, and adjacent groups merge (``"{HH AH0}"``), as the originals wrote them back.
 
     Args:
         sequence (Iterable[int]): ids (Python or numpy integers, or anything with ``__index__``).
+        symbols (str, optional): the symbol table's name (:data:`SYMBOL_TABLES`). (Default: ``"tacotron2"``)
 
     Returns:
         str: the symbols, concatenated.
     """
-    symbols = (id_to_symbol.get(operator.index(symbol_id)) for symbol_id in sequence)
-    return "".join(symbol for symbol in symbols if symbol is not None)
+    _table_ids(symbols)
+    table = SYMBOL_TABLES[symbols]
+    found = (table[i] if 0 <= i < len(table) else None for i in map(operator.index, sequence))
+    text = "".join(f"{{{s[1:]}}}" if len(s) > 1 and s[0] == "@" else s for s in found if s is not None)
+    return text.replace("}{", " ")
 

@@ -224,9 +224,18 @@ def resolve_tacotron1_hparams(hparams=None, **overrides) -> Tacotron1HParams:
                   learning_rate_decay_halflife=0)
     hp.update({k: v for k, v in given.items() if k in TACOTRON1_HPARAM_NAMES or k == "embed_depth"})
     hp.update(overrides)
-    if "embedding_dim" in {**given, **overrides}:  # mimic2's name for the embedding width
-        hp["embed_depth"] = hp["embedding_dim"]
+    hp["embed_depth"] = _embedding_width(given, overrides, hp["embed_depth"])
     return _build(variant, hp)
+
+
+def _embedding_width(given: dict, overrides: dict, default):
+    """The embedding width under either name (keithito's ``embed_depth``, mimic2's ``embedding_dim``); an
+    override wins over the mapping, and each original's own name over the other's."""
+    for source in (overrides, given):
+        for name in ("embed_depth", "embedding_dim"):
+            if name in source:
+                return source[name]
+    return default
 
 
 def _build(variant: str, hp: dict) -> Tacotron1HParams:

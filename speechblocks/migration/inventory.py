@@ -12,6 +12,8 @@ import re
 
 import numpy as np
 
+from ..tacotron1_schema import MODEL_SCOPE as TACOTRON1_SCOPE
+from ..tacotron1_schema import Tacotron1Found, find_tacotron1
 from ..tacotron2_schema import checkpoint_hparams, infer_hparams, matching_preset, parameters_by_part
 from ..tf1_checkpoint_file import CheckpointError
 from ..tf1_checkpoint_reader import TF1CheckpointReader
@@ -171,6 +173,10 @@ class CheckpointInventory:
         dtypes: ``{name: numpy dtype}`` of every variable.
         model: the whole Tacotron-2 when the checkpoint holds one (:class:`ModelFound`), else ``None``; its
             variables outside the blocks (embedding, attention, memory layer) are then not "unmigrated".
+        tacotron1: the Tacotron-1 model (keithito/tacotron, mimic2) when the checkpoint holds one under
+            ``model/inference/`` (:class:`~speechblocks.tacotron1_schema.Tacotron1Found`: layout, hparams), else
+            ``None``; ``blocks`` is then empty (no Tacotron-1 block migrates yet) and ``unmigrated`` lists the
+            variables outside the model.
     """
 
     checkpoint: str
@@ -183,6 +189,12 @@ class CheckpointInventory:
     dtypes: dict[str, np.dtype]
     model: ModelFound | None = None
     reader: TF1CheckpointReader | None = dataclasses.field(default=None, repr=False, compare=False)
+    tacotron1: Tacotron1Found | None = None
+
+    @property
+    def family(self) -> str:
+        """``"tacotron1"`` for a keithito/mimic2 checkpoint, else ``"tacotron2"``."""
+        return "tacotron1" if self.tacotron1 is not None else "tacotron2"
 
     def problems(self) -> list[str]:
         """Every problem of every block, prefixed with its block path."""
@@ -283,7 +295,8 @@ def _analyse_block(kind: BlockKind, full_scope: str, shapes: dict, full_names: d
 
 
 def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = False) -> CheckpointInventory:
-    """Recognises every Tacotron-2 block a TF1 checkpoint holds and infers its constructor config.
+    """Recognises every Tacotron-2 block a TF1 checkpoint holds and infers its constructor config, or the
+    Tacotron-1 model (keithito/tacotron, mimic2: family, layout and hparams) it holds.
 
     Works with the ``Tacotron_model/inference/`` prefix (Rayhane-mamah/Tacotron-2, the TF1
     Real-Time-Voice-Cloning synthesizer) and with blocks saved under bare scopes. Optimizer state
@@ -307,7 +320,9 @@ def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = Fals
         FileNotFoundError: nothing at ``path``.
         CheckpointReadError (a ``ValueError``): truncated or corrupted checkpoint (one line: file, tensor, problem).
         NonFiniteWeightsError (a ``CheckpointReadError``): NaN/inf values, unless ``allow_nonfinite``.
-        NoTacotronBlocksError (a ``ValueError``): no Tacotron-2 block in the checkpoint.
+        NoTacotronBlocksError (a ``ValueError``): no Tacotron-2 block and no Tacotron-1 model in the checkpoint.
+        Tacotron1ShapesError (a ``ValueError``): variables under ``model/inference/`` that form no Tacotron-1 model
+            of a known layout (one line naming the first problem).
         ValueError: ``use_ema`` with a checkpoint that holds no shadow.
     """
     resolved, reader = open_checkpoint(path)
@@ -328,6 +343,12 @@ def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = Fals
     reader.check([ema[n] if use_ema and n in ema else n for n in model], allow_nonfinite)
     prefix = _find_prefix(model)
     if prefix is None:
+        found = find_tacotron1({n: shape_map[n] for n in model}, f"checkpoint {resolved!r}")
+        if found is not None:
+            rest = [(n, shape_map[n]) for n in model if not n.startswith(TACOTRON1_SCOPE + "/")]
+            return CheckpointInventory(resolved, TACOTRON1_SCOPE + "/", [], rest + [(n, shape_map[n])
+                                                                                   for n in orphan_shadows],
+                                       optimizer, ema, use_ema, dtypes, None, reader, found)
         raise NoTacotronBlocksError(f"checkpoint {resolved!r} holds no Tacotron-2 block (looked for "
                                     + ", ".join(k.path for k in BLOCK_KINDS) + "; "
                                     f"{len(model)} model variables, e.g. {model[:3]})")

@@ -1,7 +1,6 @@
 """Torch ``Tacotron2``: the whole TF1 Tacotron-2 feature predictor (RTVC synthesizer / Rayhane-mamah)."""
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from typing import Optional
@@ -12,10 +11,9 @@ from torch import Tensor, nn
 
 from speechblocks import Tacotron2HParams, checkpoint_hparams, resolve_hparams
 from speechblocks.distributed import check_sync_batch_norm
-from speechblocks.stop_rule import stop_steps
-from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows
 from speechblocks.tacotron2_schema import MODEL_SCOPE, is_regularized
 
+from . import tacotron2_synthesis
 from ._migrated_model import load_migrated_model
 from ._validation import check_float_tensor
 from .cbhg import CBHG
@@ -25,6 +23,7 @@ from .frame_projection import FrameProjection
 from .location_sensitive_attention import check_memory_lengths
 from .postnet import Postnet
 from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
+from .tacotron2_export import Tacotron2Encoder
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 __all__ = ["Tacotron2", "Tacotron2Encoder", "MODEL_SCOPE"]
@@ -333,31 +332,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         Returns:
             dict of tensors, as :meth:`forward` in ``eval()`` (stop probabilities).
         """
-        if progress is not None:
-            check_progress(progress, mel_targets)
-        device, dtype = self.embedding.weight.device, self.embedding.weight.dtype
-        inputs = torch.as_tensor(inputs, device=device)
-        if input_lengths is not None:
-            input_lengths = torch.as_tensor(input_lengths, device=device)
-        if speaker_embeddings is not None:
-            speaker_embeddings = torch.as_tensor(speaker_embeddings, device=device)
-        if mel_targets is not None:
-            mel_targets = torch.as_tensor(mel_targets, device=device, dtype=dtype)
-        with _eval_no_grad(self):
-            return self._synthesis_call(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters, progress)
-
-    @torch.jit.unused
-    def _synthesis_call(self, inputs: Tensor, input_lengths: Optional[Tensor], speaker_embeddings: Optional[Tensor],
-                        mel_targets: Optional[Tensor], max_iters: Optional[int],
-                        progress: Optional[Callable[[int, float], object]], stop_each: Optional[bool] = None
-                        ) -> dict[str, Tensor]:
-        """:meth:`forward` without noise masks, its decoder loop options passed
-        (:meth:`Tacotron2Decoder.decode <torch_layers.tacotron2_decoder.Tacotron2Decoder.decode>`)."""
-        input_lengths = self._check_inputs(inputs, input_lengths, speaker_embeddings, mel_targets, max_iters)
-        memory = self._memory(inputs, input_lengths, speaker_embeddings, None, None)
-        frames, stop, alignments = self.decoder.decode(memory, input_lengths, mel_targets, max_iters,
-                                                       progress=progress, stop_each=stop_each)
-        return self._outputs(frames, stop, alignments, None)
+        return tacotron2_synthesis.synthesize(self, inputs, input_lengths, speaker_embeddings, max_iters,
+                                              mel_targets, progress)
 
     @torch.jit.unused
     def synthesize_batch(self, sequences, speaker_embeddings=None, max_iters: Optional[int] = None, *,
@@ -397,40 +373,8 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
             ``(T_in_i, steps_i)``, with ``predict_linear`` ``linear_outputs`` ``(frames_i, num_freq)``, and
             ``stopped`` (bool: whether its stop rule fired; if not, ``steps_i`` is the batch's step count).
         """
-        block = "Tacotron2.synthesize_batch"
-        ids, lengths = pad_sequences(sequences, block, np.int64, _seq_numpy)
-        n = len(lengths)
-        given = _numpy(speaker_embeddings) if isinstance(speaker_embeddings, Tensor) else speaker_embeddings
-        spk = speaker_rows(given, n, block)
-        limit = self.max_iters if max_iters is None else max_iters
-        if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
-            raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
-        if progress is not None:
-            check_progress(progress, None)
-        device = self.embedding.weight.device
-        inputs = torch.as_tensor(ids, device=device)
-        lengths_t = torch.as_tensor(lengths, device=device)
-        if spk is not None:
-            spk = torch.as_tensor(spk, device=device)
-        with _eval_no_grad(self):
-            self._check_inputs(inputs, lengths_t, spk, None, int(limit))
-            memory = self._memory_each(inputs, lengths_t, spk)
-            frames, stop, alignments = self.decoder.decode(memory, lengths_t, None, int(limit), progress=progress,
-                                                           stop_each=True)
-            return self._each_sentence(frames, stop, alignments, lengths)
+        return tacotron2_synthesis.synthesize_batch(self, sequences, speaker_embeddings, max_iters, progress)
 
-    @torch.jit.unused
-    def _each_sentence(self, frames: Tensor, stop: Tensor, alignments: Tensor, lengths) -> list[dict]:
-        """:meth:`synthesize_batch`'s results: each sentence cut to its own steps (the numpy stop rule,
-        :func:`speechblocks.stop_rule.stop_steps`), its postnet run on its own frames."""
-        steps, stopped = stop_steps(_numpy(stop), self.decoder.stop_at_any)
-        results = []
-        for k, (t, s) in enumerate(zip(lengths, steps)):
-            out = {key: _numpy(v[0]) for key, v in self._postprocess(frames[k:k + 1, :s], None).items()}
-            results.append(dict(decoder_outputs=out.pop("decoder_outputs"), mel_outputs=out.pop("mel_outputs"),
-                                stop_token_prediction=_numpy(stop[k, :s]).reshape(-1),
-                                alignments=_numpy(alignments[k, :t, :s]), **out, stopped=bool(stopped[k])))
-        return results
 
     # -- TF1 exchange ---------------------------------------------------------------------------------------
 
@@ -601,58 +545,3 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         hp = self.hparams
         return (f"variant={hp.variant!r}, n_symbols={hp.n_symbols}, num_mels={hp.num_mels}, "
                 f"outputs_per_step={hp.outputs_per_step}, predict_linear={hp.predict_linear}")
-
-
-@contextlib.contextmanager
-def _eval_no_grad(module: nn.Module):
-    """``module.eval()`` under ``torch.no_grad()``, its mode restored afterwards."""
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        module.train(was_training)
-
-
-
-
-def _numpy(x: Tensor) -> np.ndarray:
-    x = x.detach().cpu()
-    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
-
-
-def _seq_numpy(seq) -> np.ndarray:
-    return seq.detach().cpu().numpy() if isinstance(seq, Tensor) else np.asarray(seq)
-
-
-# -- export: the encoder as one module (dynamic batch and T_in) --------------------------------------------------
-
-class Tacotron2Encoder(nn.Module):
-    """The encoder of a :class:`Tacotron2` in inference, for ``torch.export`` / ONNX with dynamic batch and ``T_in``:
-    ``(inputs, input_lengths[, speaker_embeddings]) -> memory`` ``(batch, T_in, memory_size)``, equal to the
-    model's own memory in ``eval()`` (embedding -> encoder convolutions -> bidirectional zoneout LSTM [-> the
-    speaker embedding tiled and concatenated]).
-
-    It shares the model's parameters (no copy) and runs the model's own blocks: eager, the model's memory (the LSTM's
-    TorchScript loop); under ``torch.export`` / ``torch.compile``, :meth:`EncoderRNN.masked_forward
-    <torch_layers.EncoderRNN.masked_forward>`, the LSTM's export path (one masked ``scan`` over time, the same step
-    maths), so one graph serves every batch and ``T_in``. The input checks are the blocks' shape and dtype checks only
-    (none reads tensor values; :meth:`Tacotron2.forward` checks the values). Meant for inference: an exported program
-    has no gradient through the LSTM. From :meth:`Tacotron2.encoder_module`.
-    """
-
-    def __init__(self, model: Tacotron2):
-        super().__init__()
-        self.model = model
-
-    def forward(self, inputs: Tensor, input_lengths: Tensor, speaker_embeddings: Optional[Tensor] = None) -> Tensor:
-        model = self.model
-        if not torch.compiler.is_compiling():  # eager: the model's own path (the LSTM's TorchScript loop)
-            return model._memory(inputs, input_lengths, speaker_embeddings, None, None)
-        memory = model.encoder_lstm.masked_forward(model.encoder_convolutions(model.embedding(inputs)), input_lengths)
-        if speaker_embeddings is not None:
-            tiled = speaker_embeddings.to(memory.dtype).unsqueeze(1).expand(
-                inputs.shape[0], inputs.shape[1], speaker_embeddings.shape[1])
-            memory = torch.cat([memory, tiled], 2)
-        return memory

@@ -65,7 +65,11 @@ The naming rules and their evidence:
   ``.../cell_0/output_projection_wrapper/{kernel,bias}``, ``.../multi_rnn_cell/cell_{1,2}``,
   ``model/inference/decoder/output_projection_wrapper/{kernel,bias}``, ``model/inference/{prenet,encoder_cbhg,
   post_cbhg}``. Another keithito-based repository restores ``model/inference/dense`` and
-  ``model/inference/memory_layer`` by name (``find_string "model/inference/memory_layer"``).
+  ``model/inference/memory_layer`` by name (``find_string "model/inference/memory_layer"``), and keithito-based
+  freezing and TensorRT scripts take the linear output from the node ``model/inference/dense/BiasAdd``
+  (``find_string "model/inference/dense"``): the post-CBHG's own dimension-fix dense (``post_cbhg/dense``) does not
+  make the top-level one ``dense_1``. Which TF release those graphs came from is not known; for TF 1.2 (the
+  ``tacotron-20170720`` checkpoint) the top-level ``dense`` is **unconfirmed**.
 * ``GRUCell``: ``gates/kernel`` ``[input + units, 2 * units]`` (columns r then u, bias initialised to 1.0) and
   ``candidate/kernel`` ``[input + units, units]`` (``rnn_cell_impl.py``); ``bidirectional_dynamic_rnn`` opens
   ``bidirectional_rnn/{fw,bw}`` (names such as ``bidirectional_rnn/bw/gru_cell/candidate/bias`` pasted in

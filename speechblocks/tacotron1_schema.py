@@ -70,6 +70,9 @@ The naming rules and their evidence:
   (``find_string "model/inference/dense"``): the post-CBHG's own dimension-fix dense (``post_cbhg/dense``) does not
   make the top-level one ``dense_1``. Which TF release those graphs came from is not known; for TF 1.2 (the
   ``tacotron-20170720`` checkpoint) the top-level ``dense`` is **unconfirmed**.
+* The 20180906 nesting (``.../concat_output_and_attention_wrapper/decoder_prenet_wrapper/attention_wrapper/...``)
+  follows from the same rules with bc20c40's order of wrappers; **no pasted list of it was found** (the TF
+  reproduction below gives it).
 * ``GRUCell``: ``gates/kernel`` ``[input + units, 2 * units]`` (columns r then u, bias initialised to 1.0) and
   ``candidate/kernel`` ``[input + units, units]`` (``rnn_cell_impl.py``); ``bidirectional_dynamic_rnn`` opens
   ``bidirectional_rnn/{fw,bw}`` (names such as ``bidirectional_rnn/bw/gru_cell/candidate/bias`` pasted in

@@ -1,5 +1,8 @@
 """The Tacotron-2 text front-end: cleaners, the 66-symbol table and text <-> id conversion.
 
+The Tacotron-1 tables (keithito/tacotron, MycroftAI/mimic2: 149 symbols with ARPAbet, :mod:`.tacotron1`) are chosen
+by name: ``text_to_sequence(text, cleaners, symbols="keithito")`` (:data:`SYMBOL_TABLES`).
+
 Reproduces the TF1 Tacotron-2 / Real-Time-Voice-Cloning synthesizer's text processing without any framework
 and without ``inflect`` (``unidecode`` is used when installed, see :func:`convert_to_ascii`)::
 

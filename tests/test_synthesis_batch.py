@@ -179,7 +179,6 @@ def test_torch_a_row_leaves_the_loop_at_its_stop(case):
     import torch
 
     from torch_layers import Tacotron2
-    from torch_layers.tacotron2_decoder import loop_options
 
     path, seqs, _, designs = case
     steps, _, spk = designs["spread"]
@@ -187,18 +186,18 @@ def test_torch_a_row_leaves_the_loop_at_its_stop(case):
     ids = torch.zeros(len(seqs), max(LENGTHS), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, :len(s)] = torch.from_numpy(s.astype(np.int64))
-    args = ids, torch.tensor(LENGTHS), torch.from_numpy(spk)
-    with loop_options(stop_each=True):
-        out = model.synthesize(*args)
-    with loop_options(progress=lambda step, p: None, stop_each=True):
-        reported = model.synthesize(*args)
-    stop = out["stop_token_prediction"].reshape(len(seqs), -1, 2)
+    lengths = torch.tensor(LENGTHS)
+    with torch.no_grad():
+        memory = model._memory(ids, lengths, torch.from_numpy(spk), None, None)
+        out = model.decoder.decode(memory, lengths, stop_each=True)
+        reported = model.decoder.decode(memory, lengths, progress=lambda step, p: None, stop_each=True)
+    stop, alignments = out[1].reshape(len(seqs), -1, 2), out[2]
     assert stop.shape[1] == max(steps)
     for k, s in enumerate(steps):
-        assert bool((stop[k, :s] > 0).all()) and not stop[k, s:].any() and not out["alignments"][k, :, s:].any()
-        assert bool((out["alignments"][k, :, :s].sum(0) > 0.99).all())
-    for key in out:
-        assert torch.equal(out[key], reported[key]), key
+        assert bool((stop[k, :s] > 0).all()) and not stop[k, s:].any() and not alignments[k, :, s:].any()
+        assert bool((alignments[k, :, :s].sum(0) > 0.99).all())
+    for a, b in zip(out, reported):
+        assert torch.equal(a, b)
 
 
 def test_keras_a_row_leaves_the_loop_at_its_stop(case):
@@ -216,8 +215,7 @@ def test_keras_a_row_leaves_the_loop_at_its_stop(case):
 
     @tf.function
     def decode(memory, lengths):
-        with model.decoder._loop_options(stop_each=True):
-            return model.decoder(memory, lengths, max_iters=HORIZON + 5, training=False)
+        return model.decoder.decode(memory, lengths, max_iters=HORIZON + 5, training=False, stop_each=True)
 
     frames, stop, alignments = (x.numpy() for x in decode(memory, tf.constant(LENGTHS, tf.int32)))
     assert memory.shape[0] == len(seqs) and stop.shape[1] == max(steps)

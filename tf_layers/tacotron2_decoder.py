@@ -2,7 +2,6 @@
 ``dynamic_decode`` with the original training and synthesis helpers), as one ``tf.while_loop``."""
 from __future__ import annotations
 
-import contextlib
 from typing import NamedTuple
 
 import keras
@@ -331,24 +330,9 @@ class Tacotron2Decoder(TF1WeightsMixin, keras.layers.Layer):
             lstm = (tf.transpose(tf.stack(cs, 0), [2, 0, 1, 3]), tf.transpose(tf.stack(hs, 0), [2, 0, 1, 3]))
         return prenet, lstm
 
-    # -- synthesis options ---------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _loop_options(self, progress=None, stop_each: bool = False):
-        """Compatibility shim for callers that trace :meth:`call` in their own ``tf.function`` and cannot pass the
-        loop options (``tests/test_synthesis_batch.py``): while it is open, a traced :meth:`call` runs
-        :meth:`decode` with ``progress`` (a numpy function ``(step, stop) -> anything``) and ``stop_each``. Pass them
-        to :meth:`decode` instead; nothing in ``tf_layers`` opens it."""
-        old = self.__dict__.get("_trace_options")
-        object.__setattr__(self, "_trace_options", {"progress": progress, "stop_each": bool(stop_each)})
-        try:
-            yield
-        finally:
-            object.__setattr__(self, "_trace_options", old)
-
     # -- the loop -----------------------------------------------------------------------------
     def call(self, memory, memory_lengths=None, mel_targets=None, max_iters=None, training=None, noise_masks=None):
-        options = {} if tf.executing_eagerly() else (self.__dict__.get("_trace_options") or {})
-        return self.decode(memory, memory_lengths, mel_targets, max_iters, training, noise_masks, **options)
+        return self.decode(memory, memory_lengths, mel_targets, max_iters, training, noise_masks)
 
     def _check_call(self, memory, memory_lengths, mel_targets, training):
         block = "Tacotron2Decoder"

@@ -20,8 +20,6 @@ names stay importable from here.
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Optional, Union
@@ -62,30 +60,12 @@ from .zoneout_lstm_cell import check_zoneout, effective_bias, keep_masks
 
 __all__ = ["Tacotron2Decoder", "DecoderStep", "DecoderAttentionMemory", "decoder_loop", "decoder_step",
            "DecoderWeights", "DecoderConfig", "DecoderState", "AttentionMemory", "flatten_noise_masks",
-           "NOISE_MASK_KEYS", "initial_decoder_state", "select_rows", "with_packed", "loop_options"]
+           "NOISE_MASK_KEYS", "initial_decoder_state", "select_rows", "with_packed"]
 
 #: LSTM weights of decoders in inference laid out for their products (:func:`~torch_layers._packed_linear.pack`),
 #: keyed by the module: ``(weights' key, {(hint, threads): packed})``
 #: (see Tacotron2Decoder._inference_packs)
 _PACKED_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-# -- compatibility: loop options for callers of forward() that cannot pass them (read by decode() only) ---------
-_COMPAT_OPTIONS = threading.local()
-
-
-@contextlib.contextmanager
-def loop_options(progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False):
-    """Compatibility: the ``progress`` / ``stop_each`` that eager :class:`Tacotron2Decoder` calls in this thread take
-    meanwhile where the caller passes none. Pass them to :meth:`Tacotron2Decoder.decode` instead (``Tacotron2``'s
-    ``synthesize(progress=)`` and ``synthesize_batch`` do); the loops themselves take them as arguments
-    (:func:`torch_layers.decoding_plan.plan_decoding`)."""
-    old = getattr(_COMPAT_OPTIONS, "value", None)
-    _COMPAT_OPTIONS.value = (progress, bool(stop_each))
-    try:
-        yield
-    finally:
-        _COMPAT_OPTIONS.value = old
-
 
 class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     """Tacotron-2 decoder: pre-net, decoder LSTMs, location-sensitive attention, frame and stop projections.
@@ -232,7 +212,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
     @torch.jit.unused
     def decode(self, memory: Tensor, memory_lengths: Optional[Tensor] = None, mel_targets: Optional[Tensor] = None,
                max_iters: Optional[int] = None, noise_masks: Optional[dict[str, list[Tensor]]] = None, *,
-               progress: Optional[Callable[[int, float], object]] = None, stop_each: Optional[bool] = None
+               progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False
                ) -> tuple[Tensor, Tensor, Tensor]:
         """The eager call (what :meth:`forward` runs outside TorchScript) with the loop options explicit: the loop
         :func:`~torch_layers.decoding_plan.plan_decoding` picks for the call runs with them.
@@ -246,13 +226,7 @@ class Tacotron2Decoder(TF1WeightsMixin, nn.Module):
             stop_each: free running: each batch entry leaves the loop at its own stop (its outputs after it are
                 zeros) instead of the original rule (every entry at one step); the frames each entry keeps up to its
                 own stop are the same.
-
-        ``None`` for either takes :func:`loop_options`' (compatibility; default no progress, the original rule).
         """
-        if progress is None or stop_each is None:
-            given = getattr(_COMPAT_OPTIONS, "value", None) or (None, False)
-            progress = given[0] if progress is None else progress
-            stop_each = given[1] if stop_each is None else stop_each
         noise_masks = flatten_noise_masks(noise_masks, "Tacotron2Decoder")
         n_steps, mask_steps, teacher_prenet, memory_in, prenet_keep, keep_c, keep_h = self._loop_inputs(
             memory, memory_lengths, mel_targets, max_iters, noise_masks)

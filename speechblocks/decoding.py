@@ -4,7 +4,9 @@ Each framework decides in **one** function which loop runs a Tacotron-2 decoder 
 ``tf_layers.decoding_plan.plan_decoding``, ``torch_layers``: ``torch_layers.decoding_plan.plan_decoding``) and returns
 a :class:`DecodingPlan`: the loop, why that loop, and the options the loop honours (``progress``, ``stop_each``),
 passed explicitly from the call to the loop instead of through hidden state. ``str(plan)`` is one line a person
-reads (``speechblocks synthesize --verbose`` prints it).
+reads: ``print(plan_decoding(model.decoder, memory))`` tells which loop a call would run and why. When the native
+library was wanted and is unavailable, the ``speechblocks.native`` logger warns once with the reason, and
+``speechblocks doctor`` reports the library's state.
 """
 from __future__ import annotations
 

@@ -36,6 +36,8 @@ def test_the_plan_of_each_call(monkeypatch):
     assert plan.native and plan.progress is report and plan.stop_each
     assert plan_decoding(dec, one, mel_targets=tf.zeros((1, 4, 6))).loop == "teacher-forced"
     assert plan_decoding(dec, one, mel_targets=tf.zeros((1, 4, 6)), training=True).loop == "teacher-forced"
+    assert plan_decoding(dec, one, training=True).loop == "python"  # free running in training: op by op
+    assert plan_decoding(dec, one, training=True, tracing=True).loop == "graph"
     masks = {"decoder_LSTM": [(tf.ones((1, 4, 20)),) * 2] * 2}
     assert str(plan_decoding(dec, one, noise_masks=masks)) == "decoder loop: graph (injected zoneout masks)"
     short = {"prenet": [tf.ones((1, 5, 12)), tf.ones((1, 5, 10))]}
@@ -117,3 +119,24 @@ def test_progress_is_reported_alike_by_the_native_and_graph_loops(monkeypatch):
         np.testing.assert_allclose(reports[env][:, 1], largest, rtol=1e-6)  # the step's largest stop probability
     assert reports["1"].shape == reports["0"].shape
     np.testing.assert_allclose(reports["1"], reports["0"], atol=2e-5)
+
+
+def test_the_keras_stop_rule_equals_the_numpy_one_at_ties():
+    """``tf_layers.tacotron2_stop_rule`` against :mod:`speechblocks.stop_rule` (``np.rint``): probabilities on both
+    sides of 0.5 and exactly 0.5 (half to even: it does not stop), both rules, in eager and in a graph."""
+    from speechblocks import stop_rule as numpy_rule
+    from tf_layers.tacotron2_stop_rule import batch_fired, entries_fired
+
+    rng = np.random.default_rng(3)
+    graph_batch = tf.function(batch_fired, reduce_retracing=True)
+    for _ in range(40):
+        probs = rng.choice(np.array([0.2, 0.5, 0.5000001, 0.7, 1.0], np.float32), size=(3, 2))
+        for stop_at_any in (True, False):
+            want_entries = numpy_rule.entries_fired(probs, stop_at_any)
+            want_batch = numpy_rule.batch_fired(probs, stop_at_any)
+            assert np.array_equal(entries_fired(tf.constant(probs), stop_at_any).numpy(), want_entries)
+            assert bool(batch_fired(tf.constant(probs), stop_at_any)) == want_batch
+            assert bool(graph_batch(tf.constant(probs), stop_at_any)) == want_batch
+    assert not bool(batch_fired(tf.constant([[0.5, 0.5]]), True))
+    tie = tf.constant([[0.5, 0.51]])
+    assert bool(batch_fired(tie, True)) and not bool(batch_fired(tie, False))

@@ -10,6 +10,8 @@ call                                                          loop              
 ============================================================  ================  ====================================
 ``mel_targets`` given (training, GTA)                         teacher-forced    (none: the only loop)
 inside a ``tf.function`` trace (``fit``, ``predict``, export)  graph             ``inside a tf.function trace``
+free running in training, eagerly                             python            ``training (an eager GradientTape
+                                                                                ...)``
 compute dtype other than float32                              graph             ``float64 compute dtype``
 memory on an accelerator                                      graph             ``memory on /GPU:0``
 injected zoneout masks (``noise_masks["decoder_LSTM"]``)      graph             ``injected zoneout masks``
@@ -106,11 +108,13 @@ def plan_decoding(decoder, memory, *, mel_targets=None, training=False, noise_ma
     if progress is not None and not callable(progress):
         raise ValueError(f"plan_decoding: argument `progress` must be callable or None; got {progress!r}.")
     options = dict(progress=progress, stop_each=bool(stop_each))
-    if mel_targets is not None or training:
+    if mel_targets is not None:
         return DecodingPlan("teacher-forced", **options)
     tracing = (not tf.executing_eagerly()) if tracing is None else bool(tracing)
     if tracing:
         return DecodingPlan("graph", "inside a tf.function trace", **options)
+    if training:  # free running in training, eagerly: the loop runs op by op, so a GradientTape records every step
+        return DecodingPlan("python", "training (an eager GradientTape records the loop op by op)", **options)
     reason = _graph_reason(decoder, memory, noise_masks, max_iters)
     if reason is not None:
         return DecodingPlan("graph", reason, **options)

@@ -16,6 +16,7 @@ from .frame_projection import FrameProjection
 from .location_sensitive_attention import LocationSensitiveAttention, attention_step
 from .prenet import Prenet
 from .stop_projection import StopProjection
+from .tacotron2_stop_rule import batch_fired, entries_fired
 from .tf1_exchange import TF1WeightsMixin
 from .zoneout_lstm_cell import check_zoneout, keep_masks
 
@@ -96,25 +97,6 @@ class StepOutputs(NamedTuple):
     alignments: tf.Tensor
     output: tf.Tensor
     lstm_inputs: tuple | None = None  # with ``bias_gates``: each LSTM layer's product input (stack_step)
-
-
-def frames_fired(stop):
-    """``stop`` ``(..., r)`` probabilities -> bool: the frames whose probability rounds to 1 (``tf.round``: half to
-    even, so 0.5 does not stop). The Keras stop rule, written once (numpy: :mod:`speechblocks.stop_rule`)."""
-    return tf.equal(tf.round(stop), tf.cast(1.0, stop.dtype))
-
-
-def entries_fired(stop, stop_at_any: bool):
-    """``stop`` ``(batch, r)`` -> bool ``(batch,)``: each entry's own rule (some / every frame rounds to 1)."""
-    fired = frames_fired(stop)
-    return tf.reduce_any(fired, -1) if stop_at_any else tf.reduce_all(fired, -1)
-
-
-def batch_fired(stop, stop_at_any: bool):
-    """``stop`` ``(batch, r)`` of one step -> scalar bool: the original rule (for some / every frame, every entry's
-    probability rounds to 1) ends the batch's loop after this step."""
-    every = tf.reduce_all(frames_fired(stop), axis=0)  # (r,): the frame fired in every entry
-    return tf.reduce_any(every) if stop_at_any else tf.reduce_all(every)
 
 
 def _reported(progress, step, stop):

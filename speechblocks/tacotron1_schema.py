@@ -111,7 +111,7 @@ from collections.abc import Mapping
 from .errors import InputError
 from .tacotron1_hparams import TACOTRON1_PRESETS, Tacotron1HParams, resolve_tacotron1_hparams
 from .tacotron2_hparams import TACOTRON2_PRESETS
-from .tacotron2_schema import conv_bn_shapes, dense_shapes
+from .tacotron2_schema import conv_bn_shapes, dense_shapes, shape_problems
 
 __all__ = ["MODEL_SCOPE", "LAYOUTS", "tf1_variable_shapes", "infer_layout_and_hparams", "canonical_names",
            "attention_cell_scopes", "Tacotron1ShapesError", "ModelFamilyError", "check_preset_family",
@@ -321,17 +321,6 @@ def _read_sizes(s: _Reader, layout: str) -> dict:
     return hp
 
 
-def _compare(shapes: Mapping[str, Shape], expected: Mapping[str, Shape]) -> list[str]:
-    problems = []
-    for k, shape in expected.items():
-        if k not in shapes:
-            problems.append(f"missing variable {k!r} (expected shape {list(shape)})")
-        elif tuple(shapes[k]) != tuple(shape):
-            problems.append(f"variable {k!r} has shape {list(shapes[k])}, the other variables imply {list(shape)}")
-    problems += [f"unexpected variable {k!r} (shape {list(shapes[k])})" for k in sorted(shapes) if k not in expected]
-    return problems
-
-
 def _fail(source: str, problems: list[str]):
     more = f" (and {len(problems) - 1} more problem(s); --debug lists them)" if len(problems) > 1 else ""
     raise Tacotron1ShapesError(f"{source} is not a Tacotron-1 model of a known layout: {problems[0]}{more}", problems)
@@ -378,7 +367,7 @@ def infer_layout_and_hparams(shapes: Mapping[str, Shape], source: str = "the che
         hp = resolve_tacotron1_hparams(variant, **sizes)
     except ValueError as e:
         _fail(source, [f"the shapes give impossible hparams: {e}"])
-    problems = _compare(rel, tf1_variable_shapes(hp, layout))
+    problems = shape_problems(rel, tf1_variable_shapes(hp, layout), "the other variables")
     if problems:
         _fail(source, problems)
     return "tacotron1", layout, hp

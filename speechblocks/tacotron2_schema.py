@@ -236,13 +236,19 @@ def check_tf1_shapes(shapes: Mapping[str, Shape], hp: Tacotron2HParams, ignore=(
     Returns:
         one message per missing, mis-shaped or unexpected variable (empty when they agree).
     """
-    expected = tf1_variable_shapes(hp)
+    return shape_problems(shapes, tf1_variable_shapes(hp), "the hparams", ignore)
+
+
+def shape_problems(shapes: Mapping[str, Shape], expected: Mapping[str, Shape], implied_by: str,
+                   ignore=()) -> list[str]:
+    """One message per variable of ``expected`` missing from ``shapes`` or shaped otherwise (what ``implied_by``
+    implies), and per variable of ``shapes`` not expected (unless in ``ignore``), in that order."""
     problems = []
     for k, shape in expected.items():
         if k not in shapes:
             problems.append(f"missing variable {k!r} (expected shape {list(shape)})")
         elif tuple(shapes[k]) != tuple(shape):
-            problems.append(f"variable {k!r} has shape {list(shapes[k])}, the hparams imply {list(shape)}")
+            problems.append(f"variable {k!r} has shape {list(shapes[k])}, {implied_by} imply {list(shape)}")
     problems += [f"unexpected variable {k!r} (shape {list(shapes[k])})" for k in sorted(shapes)
                  if k not in expected and k not in ignore]
     return problems

@@ -294,6 +294,20 @@ def _analyse_block(kind: BlockKind, full_scope: str, shapes: dict, full_names: d
     return block
 
 
+def _tacotron1_inventory(resolved, reader, model, shape_map, orphan_shadows, optimizer, ema, use_ema, dtypes
+                         ) -> CheckpointInventory:
+    """The inventory of a checkpoint without a Tacotron-2 prefix: its Tacotron-1 model, or no Tacotron at all."""
+    found = find_tacotron1({n: shape_map[n] for n in model}, f"checkpoint {resolved!r}")
+    if found is None:
+        raise NoTacotronBlocksError(f"checkpoint {resolved!r} holds no Tacotron-2 block (looked for "
+                                    + ", ".join(k.path for k in BLOCK_KINDS) + "; "
+                                    f"{len(model)} model variables, e.g. {model[:3]})")
+    rest = [(n, shape_map[n]) for n in model if not n.startswith(TACOTRON1_SCOPE + "/")]
+    rest += [(n, shape_map[n]) for n in orphan_shadows]
+    return CheckpointInventory(resolved, TACOTRON1_SCOPE + "/", [], rest, optimizer, ema, use_ema, dtypes, None,
+                               reader, found)
+
+
 def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = False) -> CheckpointInventory:
     """Recognises every Tacotron-2 block a TF1 checkpoint holds and infers its constructor config, or the
     Tacotron-1 model (keithito/tacotron, mimic2: family, layout and hparams) it holds.
@@ -343,15 +357,8 @@ def inspect_checkpoint(path, use_ema: bool = False, allow_nonfinite: bool = Fals
     reader.check([ema[n] if use_ema and n in ema else n for n in model], allow_nonfinite)
     prefix = _find_prefix(model)
     if prefix is None:
-        found = find_tacotron1({n: shape_map[n] for n in model}, f"checkpoint {resolved!r}")
-        if found is not None:
-            rest = [(n, shape_map[n]) for n in model if not n.startswith(TACOTRON1_SCOPE + "/")]
-            return CheckpointInventory(resolved, TACOTRON1_SCOPE + "/", [], rest + [(n, shape_map[n])
-                                                                                   for n in orphan_shadows],
-                                       optimizer, ema, use_ema, dtypes, None, reader, found)
-        raise NoTacotronBlocksError(f"checkpoint {resolved!r} holds no Tacotron-2 block (looked for "
-                                    + ", ".join(k.path for k in BLOCK_KINDS) + "; "
-                                    f"{len(model)} model variables, e.g. {model[:3]})")
+        return _tacotron1_inventory(resolved, reader, model, shape_map, orphan_shadows, optimizer, ema, use_ema,
+                                    dtypes)
     blocks, claimed = [], set()
     for kind in BLOCK_KINDS:
         scope = prefix + kind.path

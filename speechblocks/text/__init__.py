@@ -161,24 +161,28 @@ def text_to_sequence(text: str, cleaner_names: str | Iterable[str] = ("english_c
         sequence += [ids["@" + s] for s in match.group("braced").split() if "@" + s in ids]
         rest = match.group("after")
 
-    cleaned = "".join(cleaned_parts)
-    arpabet = "@AA" in ids
     if strict:
-        unknown_arpabet = [s for group in braced_groups for s in group.split() if "@" + s not in ids]
-        if arpabet and unknown_arpabet:
-            raise ValueError(f"ARPAbet symbols outside the symbol table: {', '.join(map(repr, unknown_arpabet))} "
-                             f"in {text!r}")
-        if braced_groups and not arpabet:
-            groups = ", ".join("{" + group + "}" for group in braced_groups)
-            raise ValueError(f"ARPAbet in curly braces is not supported (the symbol table has no ARPAbet "
-                             f"symbols): {groups!r} in {text!r}")
-        unknown = unknown_characters(cleaned, symbols)
-        if unknown:
-            raise ValueError(f"characters outside the symbol table: {', '.join(map(repr, unknown))} "
-                             f"in cleaned text {cleaned!r}")
-        if not cleaned.strip() and not (arpabet and braced_groups):
-            raise ValueError(f"empty text: {text!r} cleans to {cleaned!r}")
+        _check_strict(text, "".join(cleaned_parts), braced_groups, ids, symbols)
     return sequence + [ids[EOS]]
+
+
+def _check_strict(text: str, cleaned: str, braced_groups: list[str], ids: dict[str, int], symbols: str) -> None:
+    """``text_to_sequence(strict=True)``: what the lenient conversion would drop, as one ``ValueError``."""
+    arpabet = "@AA" in ids
+    unknown_arpabet = [s for group in braced_groups for s in group.split() if "@" + s not in ids]
+    if arpabet and unknown_arpabet:
+        raise ValueError(f"ARPAbet symbols outside the symbol table: {', '.join(map(repr, unknown_arpabet))} "
+                         f"in {text!r}")
+    if braced_groups and not arpabet:
+        groups = ", ".join("{" + group + "}" for group in braced_groups)
+        raise ValueError(f"ARPAbet in curly braces is not supported (the symbol table has no ARPAbet "
+                         f"symbols): {groups!r} in {text!r}")
+    unknown = unknown_characters(cleaned, symbols)
+    if unknown:
+        raise ValueError(f"characters outside the symbol table: {', '.join(map(repr, unknown))} "
+                         f"in cleaned text {cleaned!r}")
+    if not cleaned.strip() and not (arpabet and braced_groups):
+        raise ValueError(f"empty text: {text!r} cleans to {cleaned!r}")
 
 
 def _text_ids(cleaned: str, ids: dict[str, int]) -> list[int]:

@@ -71,6 +71,7 @@ def _masks(result, n):
 
 def conv_stack_rows(stack: ConvStack, legacy) -> list:
     """All rows of a conv stack from its legacy results (in the order of ``conv_stack_specs``)."""
+    import keras
     import torch
 
     BLOCK, CASES, RAYHANE = stack.block, stack.cases, stack.rayhane
@@ -103,7 +104,10 @@ def conv_stack_rows(stack: ConvStack, legacy) -> list:
         out.append(compare(BLOCK, "TF1->torch train", f"{label}: outputs (injected masks)", to_numpy(yt), ref_t,
                            FLOAT32_TOL, relative=rel))
 
-        # Keras <-> torch through tf1_weights, fresh random initialisation, inference and training
+        # Keras <-> torch through tf1_weights, a fresh random initialisation (seeded: the same draw every run; an
+        # unseeded draw put the 6-layer relu bn-after training row at 1.26e-5 once in a few runs), inference and
+        # training
+        keras.utils.set_random_seed(400 + i)
         kr = _keras(config)
         xr = randn(shape, seed=200 + i)
         yk = kr(xr, training=False)

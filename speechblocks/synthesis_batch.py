@@ -6,7 +6,7 @@ import numpy as np
 
 from .stop_rule import stop_steps
 
-__all__ = ["check_progress", "pad_sequences", "speaker_rows", "stop_steps"]
+__all__ = ["check_progress", "pad_sequences", "speaker_rows", "step_limit", "stop_steps"]
 
 
 def check_progress(progress, mel_targets) -> None:
@@ -52,3 +52,11 @@ def speaker_rows(speaker_embeddings, n: int, block: str) -> np.ndarray | None:
         raise ValueError(f"{block}: argument `speaker_embeddings` must have shape (len(sequences)={n}, "
                          f"speaker_embedding_size) or (speaker_embedding_size,); got shape {e.shape}.")
     return np.array(e)  # contiguous and writable
+
+
+def step_limit(max_iters, default: int, block: str) -> int:
+    """The decoder's step cap of a batch synthesis: ``max_iters`` or the model's ``default``, an integer >= 1."""
+    limit = default if max_iters is None else max_iters
+    if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
+        raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
+    return int(limit)

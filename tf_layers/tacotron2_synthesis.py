@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, stop_steps
+from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, step_limit, stop_steps
 
 __all__ = ["cached_function", "infer", "synthesize", "synthesize_batch"]
 
@@ -95,9 +95,7 @@ def synthesize_batch(model, sequences, speaker_embeddings=None, max_iters=None, 
     block = "Tacotron2.synthesize_batch"
     ids, lengths = pad_sequences(sequences, block, np.int32)
     spk = speaker_rows(speaker_embeddings, len(lengths), block)
-    limit = hp.max_iters if max_iters is None else max_iters
-    if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
-        raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
+    limit = step_limit(max_iters, hp.max_iters, block)
     if progress is not None:
         check_progress(progress, None)
     model._check_inputs(ids, lengths, spk, None)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from speechblocks.stop_rule import stop_steps
-from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows
+from speechblocks.synthesis_batch import check_progress, pad_sequences, speaker_rows, step_limit
 
 __all__ = ["synthesize", "synthesize_batch"]
 
@@ -50,9 +50,7 @@ def synthesize_batch(model, sequences, speaker_embeddings, max_iters: Optional[i
     ids, lengths = pad_sequences(sequences, block, np.int64, _seq_numpy)
     given = _numpy(speaker_embeddings) if isinstance(speaker_embeddings, Tensor) else speaker_embeddings
     spk = speaker_rows(given, len(lengths), block)
-    limit = model.max_iters if max_iters is None else max_iters
-    if isinstance(limit, bool) or int(limit) != limit or int(limit) < 1:
-        raise ValueError(f"{block}: argument `max_iters` must be an integer >= 1; got {max_iters!r}.")
+    limit = step_limit(max_iters, model.max_iters, block)
     if progress is not None:
         check_progress(progress, None)
     device = model.embedding.weight.device

@@ -4,7 +4,8 @@ Each raises ``ValueError("<block>: `<argument>` ...")`` exactly as both twins wo
 """
 from __future__ import annotations
 
-__all__ = ["BN_POSITIONS", "check_bn_position", "check_drop_rate", "check_zoneout"]
+__all__ = ["BN_POSITIONS", "check_bn_position", "check_drop_rate", "check_zoneout", "DROPOUT_MODES",
+           "check_dropout_mode"]
 
 #: where a conv block puts its batch norm: ``"before"`` the activation (seed) or ``"after"`` it (Rayhane's later code)
 BN_POSITIONS = ("before", "after")
@@ -15,6 +16,17 @@ def check_bn_position(bn_position, block: str) -> str:
     if bn_position not in BN_POSITIONS:
         raise ValueError(f"{block}: `bn_position` must be 'before' or 'after'; got {bn_position!r}.")
     return bn_position
+
+
+#: the pre-net's dropout modes: Tacotron-2's always-on dropout, keithito/mimic2's training-only one
+DROPOUT_MODES = ("always", "training")
+
+
+def check_dropout_mode(dropout, block: str) -> str:
+    """``dropout`` if it is one of :data:`DROPOUT_MODES`, else ``ValueError`` naming the argument."""
+    if dropout not in DROPOUT_MODES:
+        raise ValueError(f"{block}: `dropout` must be one of {list(DROPOUT_MODES)}; got {dropout!r}.")
+    return dropout
 
 
 def check_drop_rate(drop_rate, block: str) -> float:

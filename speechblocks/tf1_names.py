@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = ["SEED_LAST_INDEX", "nest_tf1_variables", "conv_layer_scope", "postnet_scope_indices",
-           "encoder_lstm_scope", "decoder_lstm_scope", "cbhg_highway_scope", "cbhg_gru_scope",
+           "encoder_lstm_scope", "decoder_lstm_scope", "cbhg_highway_scope", "cbhg_gru_scope", "CBHG_NAMINGS",
+           "check_cbhg_naming", "cbhg_projection_scopes",
            "scoped_tf1_variables", "encoder_rnn_tf1_variables", "decoder_rnn_tf1_variables", "cbhg_tf1_variables"]
 
 #: the index the seed hard-codes in the last postnet layer's scope, ``conv_layer_5_<scope>``
@@ -79,13 +80,32 @@ def decoder_lstm_scope(k: int) -> str:
     return f"multi_rnn_cell/cell_{k}/decoder_LSTM_{k + 1}"
 
 
-def cbhg_highway_scope(scope: str, n: int) -> str:
+#: the CBHG's TF1 naming schemes: Tacotron-2 (Rayhane/RTVC ``modules.py``) and keithito/tacotron's ``modules.py``
+#: (mimic2 too): ``proj_{1,2}``, ``highway_{n}`` and the GRUs' default ``gru_cell`` scope
+CBHG_NAMINGS = ("tacotron2", "keithito")
+
+
+def check_cbhg_naming(naming: str, where: str = "CBHG") -> str:
+    """``naming`` if it is one of :data:`CBHG_NAMINGS`, else ``ValueError`` naming ``tf1_naming``."""
+    if naming not in CBHG_NAMINGS:
+        raise ValueError(f"{where}: `tf1_naming` must be one of {list(CBHG_NAMINGS)}; got {naming!r}.")
+    return naming
+
+
+def cbhg_projection_scopes(naming: str = "tacotron2") -> tuple[str, str]:
+    """The two projection convolutions' scopes: ``proj1``/``proj2`` (Tacotron-2) or ``proj_1``/``proj_2``."""
+    return ("proj_1", "proj_2") if naming == "keithito" else ("proj1", "proj2")
+
+
+def cbhg_highway_scope(scope: str, n: int, naming: str = "tacotron2") -> str:
     """Highway layer ``n`` (from 1) of the CBHG of TF1 scope ``scope``."""
-    return f"{scope}_highwaynet_{n}"
+    return f"highway_{n}" if naming == "keithito" else f"{scope}_highwaynet_{n}"
 
 
-def cbhg_gru_scope(scope: str, direction: str) -> str:
+def cbhg_gru_scope(scope: str, direction: str, naming: str = "tacotron2") -> str:
     """The ``"fw"`` or ``"bw"`` GRU of the CBHG of TF1 scope ``scope``."""
+    if naming == "keithito":
+        return f"bidirectional_rnn/{direction}/gru_cell"
     name = "forward" if direction == "fw" else "backward"
     return f"bidirectional_rnn/{direction}/{scope}_{name}_RNN"
 
@@ -109,10 +129,10 @@ def decoder_rnn_tf1_variables(cells: Sequence) -> dict:
 
 def cbhg_tf1_variables(conv_bank: Sequence, proj1, proj2, dense: Mapping | None, highwaynets: Sequence, fw_cell,
                        bw_cell) -> dict:
-    """``CBHG``: ``conv_bank/conv1d_{k}``, ``proj1``, ``proj2``, ``dense`` (``{"kernel": v, "bias": v}``, or
-    ``None`` when the CBHG has none), the highway nets and both GRU cells under their own ``tf1_scope``."""
+    """``CBHG``: ``conv_bank/conv1d_{k}``, ``dense`` (``{"kernel": v, "bias": v}``, or ``None`` when the CBHG has
+    none), and the projections, the highway nets and both GRU cells under their own ``tf1_scope``."""
     parts = [(f"conv_bank/conv1d_{k}", conv._tf1_variables()) for k, conv in enumerate(conv_bank, start=1)]
-    parts += [("proj1", proj1._tf1_variables()), ("proj2", proj2._tf1_variables())]
+    parts += [(proj1.tf1_scope, proj1._tf1_variables()), (proj2.tf1_scope, proj2._tf1_variables())]
     if dense is not None:
         parts.append(("dense", dense))
     parts += [(block.tf1_scope, block._tf1_variables()) for block in (*highwaynets, fw_cell, bw_cell)]

@@ -6,7 +6,13 @@ import tensorflow as tf
 
 from speechblocks.cbhg import check_cbhg_arguments
 from speechblocks.distributed import check_sync_batch_norm
-from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
+from speechblocks.tf1_names import (
+    cbhg_gru_scope,
+    cbhg_highway_scope,
+    cbhg_projection_scopes,
+    cbhg_tf1_variables,
+    check_cbhg_naming,
+)
 
 from ._validation import check_float_tensor, check_lengths
 from .conv1d_block import Conv1DBlock
@@ -53,6 +59,9 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
             activation -> BN), for the bank and both projections.
         sync_batch_norm: bool; ``True``: batch statistics over the global batch of all ``tf.distribute``
             replicas (Keras ``BatchNormalization(synchronized=True)``); default ``False``, per replica.
+        tf1_naming: ``"tacotron2"`` (the names above) or ``"keithito"`` (keithito/tacotron's and mimic2's
+            ``modules.py``: ``proj_1``, ``proj_2``, ``highway_{n}/{H,T}``, ``bidirectional_rnn/{fw,bw}/gru_cell``;
+            use it with ``bn_position="after"``, keithito's ReLU-before-BN order).
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:
@@ -82,8 +91,11 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
 
     def __init__(self, K: int, conv_channels: int, pool_size: int, projections, projection_kernel_size: int,
                  n_highwaynet_layers: int, highway_units: int, rnn_units: int, tf1_scope: str | None = None,
-                 bn_position: str = "before", sync_batch_norm: bool = False, **kwargs):
+                 bn_position: str = "before", sync_batch_norm: bool = False, tf1_naming: str = "tacotron2",
+                 **kwargs):
         super().__init__(**kwargs)
+        self.tf1_naming = check_cbhg_naming(tf1_naming)
+        proj_scopes = cbhg_projection_scopes(tf1_naming)
         self.sync_batch_norm = check_sync_batch_norm(sync_batch_norm, "CBHG")
         self.projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
                                                 n_highwaynet_layers, highway_units, rnn_units, bn_position)
@@ -103,20 +115,23 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
                                       name=f"conv1d_{k}") for k in range(1, self.K + 1)]
         self.max_pool = keras.layers.MaxPooling1D(self.pool_size, strides=1, padding="same", dtype=policy,
                                                   name="max_pooling1d")
-        self.proj1 = Conv1DBlock(self.projection_kernel_size, self.projections[0], activation="relu", tf1_scope="proj1",
+        self.proj1 = Conv1DBlock(self.projection_kernel_size, self.projections[0], activation="relu",
+                                 tf1_scope=proj_scopes[0],
                                  bn_position=bn_position, sync_batch_norm=self.sync_batch_norm, dtype=policy,
                                  name="proj1")
-        self.proj2 = Conv1DBlock(self.projection_kernel_size, self.projections[1], activation=None, tf1_scope="proj2",
+        self.proj2 = Conv1DBlock(self.projection_kernel_size, self.projections[1], activation=None,
+                                 tf1_scope=proj_scopes[1],
                                  bn_position=bn_position, sync_batch_norm=self.sync_batch_norm, dtype=policy,
                                  name="proj2")
         self.dense = (keras.layers.Dense(self.highway_units, dtype=policy, name="dense")
                       if self.projections[1] != self.highway_units else None)
-        self.highwaynets = [HighwayNet(self.highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
+        self.highwaynets = [HighwayNet(self.highway_units,
+                                       tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1, tf1_naming),
                                        dtype=policy, name=f"highwaynet_{i + 1}")
                             for i in range(self.n_highwaynet_layers)]
-        self.fw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "fw"),
+        self.fw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "fw", tf1_naming),
                                   dtype=policy, name="forward_RNN")
-        self.bw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "bw"),
+        self.bw_cell = TF1GRUCell(self.rnn_units, tf1_scope=cbhg_gru_scope(self.tf1_scope, "bw", tf1_naming),
                                   dtype=policy, name="backward_RNN")
 
     def _shape_doc(self) -> str:
@@ -174,7 +189,7 @@ class CBHG(TF1WeightsMixin, keras.layers.Layer):
                       projections=list(self.projections), projection_kernel_size=self.projection_kernel_size,
                       n_highwaynet_layers=self.n_highwaynet_layers, highway_units=self.highway_units,
                       rnn_units=self.rnn_units, tf1_scope=self.tf1_scope, bn_position=self.bn_position,
-                      sync_batch_norm=self.sync_batch_norm)
+                      sync_batch_norm=self.sync_batch_norm, tf1_naming=self.tf1_naming)
         return config
 
     # -- TF1 exchange -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from speechblocks.arguments import check_drop_rate
+from speechblocks.arguments import check_drop_rate, check_dropout_mode
 from speechblocks.block_hparams import prenet_hparams
 
 from ._dropout import tf1_dropout
@@ -32,11 +32,14 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
         activation: Keras activation name or callable of every layer; ``None`` is the identity.
         tf1_scope: TF1 scope; ``None`` -> ``"prenet"`` (Rayhane's decoder uses ``"decoder_prenet"``).
         seed: optional int seed of the dropout noise.
+        dropout: ``"always"`` (Tacotron-2: training and inference) or ``"training"`` (keithito/tacotron and mimic2:
+            ``tf.layers.dropout(training=is_training)``, off at inference). Injected ``dropout_masks`` apply in
+            either mode.
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:
         inputs: float tensor ``(batch, in_features)`` (one decoder step) or ``(batch, time, in_features)``.
-        training: accepted for API uniformity; the dropout is on either way.
+        training: bool; switches the dropout only with ``dropout="training"`` (on by default it is on either way).
         dropout_masks: optional list with one 0/1 keep-mask per layer, of shape ``(..., layers_sizes[i])``
             (or ``None`` entries), replacing the random masks.
         seed: optional int32 tensor ``(2,)``: draw the keep-masks statelessly (``tf.random.stateless_uniform``,
@@ -61,8 +64,9 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
     default_tf1_scope = "prenet"
 
     def __init__(self, layers_sizes: Sequence[int] = (256, 256), drop_rate: float = 0.5, activation="relu",
-                 tf1_scope: str | None = None, seed: int | None = None, **kwargs):
+                 tf1_scope: str | None = None, seed: int | None = None, dropout: str = "always", **kwargs):
         super().__init__(**kwargs)
+        self.dropout = check_dropout_mode(dropout, "Prenet")
         if isinstance(layers_sizes, (int, str)) or len(layers_sizes) == 0:
             raise ValueError(f"Prenet: `layers_sizes` must be a non-empty sequence of ints; got {layers_sizes!r}.")
         for s in layers_sizes:
@@ -121,7 +125,9 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
                 # a stateless draw: layer i of a step seeded ``seed`` uses ``seed + [0, i]``
                 u = tf.random.stateless_uniform(tf.shape(x), seed=seed + tf.constant([0, i], seed.dtype))
                 mask = tf.cast(u >= self.drop_rate, x.dtype)
-            # dropout on regardless of `training` (seed: training=True hard-coded)
+            if mask is None and self.dropout == "training" and not training:
+                continue  # keithito/mimic2: tf.layers.dropout(training=is_training)
+            # Tacotron-2: dropout on regardless of `training` (seed: training=True hard-coded)
             x = tf1_dropout(x, self.drop_rate, self.seed_generator, mask, name=f"dropout_masks[{i}]")
         return x
 
@@ -136,6 +142,7 @@ class Prenet(TF1WeightsMixin, keras.layers.Layer):
             activation=keras.activations.serialize(self.activation),
             tf1_scope=self.tf1_scope,
             seed=self.seed,
+            dropout=self.dropout,
         )
         return config
 

@@ -10,7 +10,13 @@ from torch import nn
 
 from speechblocks.cbhg import check_cbhg_arguments
 from speechblocks.distributed import check_sync_batch_norm
-from speechblocks.tf1_names import cbhg_gru_scope, cbhg_highway_scope, cbhg_tf1_variables
+from speechblocks.tf1_names import (
+    cbhg_gru_scope,
+    cbhg_highway_scope,
+    cbhg_projection_scopes,
+    cbhg_tf1_variables,
+    check_cbhg_naming,
+)
 
 from ._functional import tf_same_padding
 from ._validation import check_float_tensor, check_lengths
@@ -85,6 +91,9 @@ class CBHG(TF1WeightsMixin, nn.Module):
             ``batch_norm_position='after'``: conv -> activation -> batch norm) for the bank and both projections.
         sync_batch_norm: batch statistics of the global batch under ``DistributedDataParallel`` (see
             :class:`~torch_layers.tf_batch_norm.TFBatchNorm`); default False: each rank's own batch.
+        tf1_naming: ``"tacotron2"`` (the names above) or ``"keithito"`` (keithito/tacotron's and mimic2's
+            ``modules.py``: ``proj_1``, ``proj_2``, ``highway_{n}/{H,T}``, ``bidirectional_rnn/{fw,bw}/gru_cell``;
+            use it with ``bn_position="after"``, keithito's ReLU-before-BN order).
         device: factory keyword.
         dtype: factory keyword.
 
@@ -99,8 +108,10 @@ class CBHG(TF1WeightsMixin, nn.Module):
     def __init__(self, input_size: int, K: int, conv_channels: int, pool_size: int, projections: Sequence[int],
                  projection_kernel_size: int, n_highwaynet_layers: int, highway_units: int, rnn_units: int,
                  tf1_scope: Optional[str] = None, bn_position: str = "before", sync_batch_norm: bool = False,
-                 device=None, dtype=None):
+                 tf1_naming: str = "tacotron2", device=None, dtype=None):
         super().__init__()
+        self.tf1_naming = check_cbhg_naming(tf1_naming)
+        proj_scopes = cbhg_projection_scopes(tf1_naming)
         projections = check_cbhg_arguments(K, conv_channels, pool_size, projections, projection_kernel_size,
                                            n_highwaynet_layers, highway_units, rnn_units, bn_position, input_size)
         factory = {"device": device, "dtype": dtype}
@@ -120,15 +131,18 @@ class CBHG(TF1WeightsMixin, nn.Module):
                                                     tf1_scope=f"conv1d_{k}", sync_batch_norm=sync, **factory)
                                         for k in range(1, K + 1)])
         self.proj1 = Conv1DBlock(K * conv_channels, projection_kernel_size, projections[0], "relu", 0.0, bn_position,
-                                 tf1_scope="proj1", sync_batch_norm=sync, **factory)
+                                 tf1_scope=proj_scopes[0], sync_batch_norm=sync, **factory)
         self.proj2 = Conv1DBlock(projections[0], projection_kernel_size, projections[1], None, 0.0, bn_position,
-                                 tf1_scope="proj2", sync_batch_norm=sync, **factory)
+                                 tf1_scope=proj_scopes[1], sync_batch_norm=sync, **factory)
         self.has_dense = projections[1] != highway_units
         self.dense = nn.Linear(input_size, highway_units, **factory) if self.has_dense else nn.Identity()
-        self.highwaynets = nn.ModuleList([HighwayNet(highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1),
-                                                     **factory) for i in range(n_highwaynet_layers)])
-        self.fw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "fw"), **factory)
-        self.bw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "bw"), **factory)
+        self.highwaynets = nn.ModuleList([
+            HighwayNet(highway_units, tf1_scope=cbhg_highway_scope(self.tf1_scope, i + 1, tf1_naming), **factory)
+            for i in range(n_highwaynet_layers)])
+        self.fw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "fw", tf1_naming),
+                                  **factory)
+        self.bw_cell = TF1GRUCell(highway_units, rnn_units, cbhg_gru_scope(self.tf1_scope, "bw", tf1_naming),
+                                  **factory)
         self._shape_doc = f"(batch, time, {input_size})"
         if self.has_dense:
             nn.init.xavier_uniform_(self.dense.weight)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from speechblocks.arguments import check_drop_rate
+from speechblocks.arguments import check_drop_rate, check_dropout_mode
 from speechblocks.block_hparams import prenet_hparams
 
 from . import activations
@@ -62,6 +62,9 @@ class Prenet(TF1WeightsMixin, nn.Module):
         drop_rate: dropout rate in [0, 1), in training and in eval.
         activation: ``"relu"``, ``"tanh"``, ``"sigmoid"``, ``"linear"`` or ``None``.
         tf1_scope: TF1 scope; ``None`` -> ``"prenet"`` (Rayhane's decoder: ``"decoder_prenet"``).
+        dropout: ``"always"`` (Tacotron-2: in ``train()`` and ``eval()``) or ``"training"`` (keithito/tacotron and
+            mimic2: ``tf.layers.dropout(training=is_training)``, off in ``eval()``). Injected ``dropout_masks`` apply
+            in either mode.
         device: factory keyword.
         dtype: factory keyword.
 
@@ -74,8 +77,10 @@ class Prenet(TF1WeightsMixin, nn.Module):
     default_tf1_scope = "prenet"
 
     def __init__(self, input_size: int, layers_sizes: Sequence[int] = (256, 256), drop_rate: float = 0.5,
-                 activation: Optional[str] = "relu", tf1_scope: Optional[str] = None, device=None, dtype=None):
+                 activation: Optional[str] = "relu", tf1_scope: Optional[str] = None, dropout: str = "always",
+                 device=None, dtype=None):
         super().__init__()
+        self.dropout = check_dropout_mode(dropout, "Prenet")
         check_positive_int(input_size, "input_size", "Prenet")
         if isinstance(layers_sizes, (int, str)) or len(layers_sizes) == 0:
             raise ValueError(f"Prenet: `layers_sizes` must be a non-empty sequence of ints; got {layers_sizes!r}.")
@@ -127,10 +132,14 @@ class Prenet(TF1WeightsMixin, nn.Module):
             b = layer.bias
             assert b is not None
             biases.append(b)
-        return prenet_step(inputs, weights, biases, self.activation, self.drop_rate, dropout_masks, generator)
+        drop_rate = self.drop_rate
+        if dropout_masks is None and self.dropout == "training" and not self.training:
+            drop_rate = 0.0  # keithito/mimic2: tf.layers.dropout(training=is_training)
+        return prenet_step(inputs, weights, biases, self.activation, drop_rate, dropout_masks, generator)
 
     def extra_repr(self) -> str:
-        return f"drop_rate={self.drop_rate}, activation={self.activation!r}, tf1_scope={self.tf1_scope!r}"
+        return (f"drop_rate={self.drop_rate}, activation={self.activation!r}, tf1_scope={self.tf1_scope!r}, "
+                f"dropout={self.dropout!r}")
 
     def _tf1_variables(self):
         out = {}

@@ -90,12 +90,14 @@ def preprocessed_folder(name: str):
 
 def hparams_value(text: str):
     """``--hparams``: a preset name, or a JSON file of original hparam names (read into a dict)."""
+    from ..tacotron1_hparams import TACOTRON1_PRESETS
     from ..tacotron2_hparams import TACOTRON2_PRESETS
 
-    if text in TACOTRON2_PRESETS:
+    presets = [*TACOTRON2_PRESETS, *TACOTRON1_PRESETS]
+    if text in presets:
         return text
     if not os.path.isfile(text):
-        return Refused(f"--hparams {text!r} is neither a preset ({', '.join(TACOTRON2_PRESETS)}) nor a JSON file")
+        return Refused(f"--hparams {text!r} is neither a preset ({', '.join(presets)}) nor a JSON file")
     try:
         with open(text) as f:
             data = json.load(f)
@@ -139,7 +141,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def hparams_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--hparams`` and ``--set`` of a command whose model hparams the user may give (``what``: what they tell)."""
-    p.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json", type=hparams_value,
+    p.add_argument("--hparams", metavar="rtvc|rayhane|keithito|mimic2|FILE.json", type=hparams_value,
                    help=f"{what}: a preset, or a JSON file of original hparam names (sizes must agree with "
                         "the weights)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", type=assignment,

@@ -7,22 +7,28 @@ import numpy as np
 
 from .. import audio_commands, synthesis
 from ..errors import UsageError
+from ..synthesis_tacotron1 import source_family
 from ._common import load_tensorflow, load_torch, say, user_input
 from ._options import count, existing_file, griffin_lim_options, hparams_options, overrides
+from ._synthesize_tacotron1 import run_tacotron1
 
 NAME = "synthesize"
 HELP = "text to mel spectrogram with a migrated model or a TF1 checkpoint"
-DESCRIPTION = ("Cleans the text and maps it to the original 66 symbols, decodes with the model (several sentences "
-               "in one padded batch) and writes each sentence's mel outputs [frames, num_mels] as .npy. Like the "
-               "original, the pre-net dropout stays on at inference (--set tacotron_dropout_rate=0 for "
-               "deterministic output; --seed fixes it otherwise).")
+DESCRIPTION = ("Cleans the text and maps it to the original symbols, decodes with the model and writes each "
+               "sentence's mel outputs [frames, num_mels] as .npy. Tacotron-2 (RTVC, Rayhane): several sentences in "
+               "one padded batch; like the original, the pre-net dropout stays on at inference (--set "
+               "tacotron_dropout_rate=0 for deterministic output; --seed fixes it otherwise). Tacotron-1 (keithito, "
+               "mimic2): each sentence alone, no dropout, --wav from the linear output (Griffin-Lim, the "
+               "original's end-point trimming).")
 EXAMPLES = """examples:
   speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-embedding speaker.npy --out hello.npy
   speechblocks synthesize taco_pretrained --framework keras --text-file lines.txt --speaker-embedding spk.npy \\
       --out mels/ --plot mels/alignment.png
   speechblocks synthesize tacotron2.weights.h5 --text "It costs $3.50." --set tacotron_dropout_rate=0 \\
       --max-iters 400 --out costs.npy
-  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-wav me.wav --out hello.npy --wav"""
+  speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-wav me.wav --out hello.npy --wav
+  speechblocks synthesize tacotron-20180906/model.ckpt --text "Turn left on {HH AW1 S T AH0 N} Street." \
+      --out houston.npy --wav --plot houston.png"""
 
 
 def add_arguments(p) -> None:
@@ -69,6 +75,10 @@ def run(args) -> int:
     embedding = synthesis.read_speaker_embedding(args.speaker_embedding, len(texts))
     wav_paths = audio_commands.wav_output_paths(args.wav, outputs) if args.wav else None
     kind, framework = synthesis.source_kind(args.source, args.framework)
+    if kind == "torch":
+        load_torch()  # a migrated torch file's model entry says its family
+    if source_family(args.source, kind) == "tacotron1":
+        return run_tacotron1(args, texts, outputs, plots, wav_paths, kind, framework)
     if framework == "keras":
         load_tensorflow()
     if framework == "torch" or args.speaker_wav or (wav_paths and args.griffin_lim == "torch"):

@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..atomic_files import atomic_path
+from ..tacotron1_schema import check_preset_family
 from ..tacotron2_schema import HParamsMismatchError, checkpoint_hparams
 from .inventory import CheckpointInventory, RecognisedBlock, inspect_checkpoint
 from .migrated_file import (
@@ -56,6 +57,8 @@ from .migrated_file import (
     tensor_digest,
 )
 from .schema import BLOCK_CLASSES, MigrationError, NoTacotronBlocksError
+from .tacotron1 import describe as describe_tacotron1
+from .tacotron1 import tacotron1_checkpoint_hparams, tacotron1_checkpoint_variables, tacotron1_model_entry
 
 __all__ = ["MigrationError", "MigrationReport", "BlockReport", "migrate_checkpoint", "load_migrated",
            "load_keras_model", "read_block_table", "MigratedFileError", "KERAS_FORMAT", "TORCH_FORMAT",
@@ -98,8 +101,10 @@ class MigrationReport:
 
     def __str__(self) -> str:
         verb = "checked (dry run, nothing written)" if self.dry_run else f"written to {self.out}"
-        lines = [f"migration of {self.checkpoint} -> {self.to}: {len(self.migrated)} of {len(self.blocks)} "
-                 f"block(s) {verb}{'; weights from EMA shadows' if self.use_ema else ''}"]
+        what = (f"{len(self.migrated)} of {len(self.blocks)} block(s)" if self.blocks or self.model is None
+                else "the whole model")
+        lines = [f"migration of {self.checkpoint} -> {self.to}: {what} {verb}"
+                 f"{'; weights from EMA shadows' if self.use_ema else ''}"]
         if self.model is not None:
             lines.append(f"  whole model: {self.model}")
         lines += [f"  ! {n}" for n in self.model_notes]
@@ -137,14 +142,14 @@ def _block_class(to: str, class_name: str):
     return getattr(torch_layers, class_name)
 
 
-def _model_class(to: str):
+def _model_class(to: str, name: str = "Tacotron2"):
     if to == "keras":
         import tf_layers
 
-        return tf_layers.Tacotron2
+        return getattr(tf_layers, name)
     import torch_layers
 
-    return torch_layers.Tacotron2
+    return getattr(torch_layers, name)
 
 
 def _build_keras(entry: dict, weights: dict):
@@ -331,6 +336,8 @@ def migrate_checkpoint(checkpoint, to: str, out=None, *, use_ema: bool = False, 
     if out is None and not dry_run:
         raise ValueError("`out` (the output file) is required unless dry_run=True")
     inv = inspect_checkpoint(checkpoint, use_ema=use_ema, allow_nonfinite=allow_nonfinite)
+    if inv.family == "tacotron1":
+        return _migrate_tacotron1(inv, to, out, dry_run, progress, hparams, overrides, t_start, allow_nonfinite)
     if not inv.blocks:
         raise NoTacotronBlocksError(f"checkpoint {inv.checkpoint!r} holds no Tacotron-2 block")
     if inv.model is not None and inv.model.complete:
@@ -429,6 +436,8 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
                    t_start: float, allow_nonfinite: bool = False) -> MigrationReport:
     """The whole-model path of :func:`migrate_checkpoint`."""
     found = inv.model
+    if isinstance(hparams, str):
+        check_preset_family(hparams, "tacotron2", f"checkpoint {inv.checkpoint!r}")
     try:
         hp = checkpoint_hparams(found.shapes, hparams, overrides, source=f"checkpoint {inv.checkpoint!r}")
     except HParamsMismatchError:
@@ -465,6 +474,35 @@ def _migrate_model(inv: CheckpointInventory, to: str, out, dry_run: bool, progre
             f"{n_params:,d} params, {len(found.shapes)} variables)")
     return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, True, inv.use_ema,
                            reports, inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start, model=desc)
+
+
+def _migrate_tacotron1(inv: CheckpointInventory, to: str, out, dry_run: bool, progress, hparams, overrides,
+                       t_start: float, allow_nonfinite: bool) -> MigrationReport:
+    """A keithito/tacotron or mimic2 checkpoint: always the whole ``Tacotron1`` (:mod:`.tacotron1`)."""
+    found = inv.tacotron1
+    hp = tacotron1_checkpoint_hparams(found, hparams, overrides, source=f"checkpoint {inv.checkpoint!r}")
+    t0 = time.perf_counter()
+    weights = _read_weights(inv, tacotron1_checkpoint_variables(inv), allow_nonfinite)
+    model = _model_class(to, "Tacotron1")(hp, found.layout)
+    try:
+        model.load_tf1_weights(weights, strict=True)
+    except ValueError as e:
+        raise MigrationError(inv.checkpoint, [f"Tacotron1: {e}"]) from None
+    del weights
+    if to == "torch":
+        model.eval()
+    desc = describe_tacotron1(hp, found.layout, found.shapes)
+    status = "checked" if dry_run else "migrated"
+    if progress is not None:
+        progress(f"{status} the whole {desc.split(' (')[0]} in {time.perf_counter() - t0:.1f} s")
+    if not dry_run:
+        with _output(out, inv, to, {}) as writer:
+            writer.add_model(tacotron1_model_entry(hp, found.layout), _model_data(to, model))
+    notes = [f"{len(found.renamed)} variable(s) read under their TF < 1.2 names (weights/biases)"] if found.renamed \
+        else []
+    return MigrationReport(inv.checkpoint, to, None if dry_run else os.path.abspath(out), dry_run, True, inv.use_ema,
+                           [], inv.unmigrated, len(inv.optimizer), time.perf_counter() - t_start, model=desc,
+                           model_notes=notes)
 
 
 # -- reading a migrated Keras file: the Keras side's (tf_layers.checkpoint), under the package's names ------------

@@ -351,16 +351,17 @@ def _legacy_specs(hp, probes, runs, steps, weights_file, seed, stop_bias):
     return specs
 
 
-def _weights_file(weights) -> str:
-    """The weights as ``{full TF1 name: float32 array}`` in an ``.npz`` named by its content (so that a rerun on
-    the same checkpoint finds the legacy results memoised); the caller removes it after the subprocess ran."""
+def _weights_file(weights, scope: str = MODEL_SCOPE) -> str:
+    """The weights (names relative to ``scope``) as ``{full TF1 name: float32 array}`` in an ``.npz`` named by its
+    content (so that a rerun on the same checkpoint finds the legacy results memoised); the caller removes it after
+    the subprocess ran."""
     from .reference import _workdir
 
     h = hashlib.sha1()
     arrays = {}
     for k in sorted(weights):
         a = np.ascontiguousarray(weights[k], dtype=np.float32)
-        arrays[f"{MODEL_SCOPE}/{k}"] = a
+        arrays[f"{scope}/{k}"] = a
         h.update(k.encode() + str(a.shape).encode() + a.tobytes())
     path = os.path.join(_workdir(), f"checkpoint-weights-{h.hexdigest()[:16]}.npz")
     if not os.path.exists(path):

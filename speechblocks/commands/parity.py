@@ -22,8 +22,9 @@ EXIT_PARITY_NOT_ESTABLISHED = 4
 def add_arguments(p) -> None:
     p.add_argument("--block", action="append", help="only this case module or block (repeatable)")
     p.add_argument("--checkpoint", metavar="CKPT",
-                   help="compare on the real weights of this TF1 Tacotron-2 checkpoint: every block and the whole "
-                        "model, teacher-forced and free-running")
+                   help="compare on the real weights of this TF1 checkpoint: a Tacotron-2's every block and whole "
+                        "model, a keithito/mimic2 Tacotron-1's whole model (teacher-forced, free-running, training "
+                        "loss)")
     hparams_options(p, "with --checkpoint, what the shapes cannot tell")
     p.add_argument("--use-ema", action="store_true", help="with --checkpoint: use the EMA shadows")
     p.add_argument("--steps", type=int, default=20, help="with --checkpoint: free-running decoder steps (20)")
@@ -69,12 +70,25 @@ def _print_rows(rows, as_json: bool) -> None:
 def _parity_checkpoint(args) -> int:
     from parity_tests.checkpoint_parity import LegacyReferenceUnavailable, run_checkpoint_parity
 
+    from ..synthesis_tacotron1 import source_family
+    from ..tacotron1_schema import check_preset_family
+
     if args.block:
         raise UsageError("--block selects cases of the built-in suite; with --checkpoint every block of the "
                          "checkpoint's model is compared")
     precheck_checkpoint(args.checkpoint)  # a missing or damaged checkpoint: refused before TensorFlow loads
+    tacotron1 = source_family(args.checkpoint, "tf1") == "tacotron1"
+    if isinstance(args.hparams, str):
+        with user_input():  # a preset of the other family: one line
+            check_preset_family(args.hparams, "tacotron1" if tacotron1 else "tacotron2",
+                                f"checkpoint {args.checkpoint!r}")
     keras = _tensorflow_for_parity(args.skip_legacy)
+    if tacotron1 and not keras:
+        raise UsageError("a Tacotron-1 checkpoint's parity needs TensorFlow (Keras is one side of every row): pip "
+                         "install 'speechblocks[tf]'")
     load_torch()
+    if tacotron1:
+        return _parity_tacotron1(args)
     try:
         with user_input():  # its ValueErrors are the checkpoint's and the arguments' (run_checkpoint_parity, Raises)
             rows = run_checkpoint_parity(args.checkpoint, args.hparams, overrides=overrides(args.set),
@@ -95,6 +109,24 @@ def _parity_checkpoint(args) -> int:
     else:
         print(note)
     return EXIT_PARITY_NOT_ESTABLISHED
+
+
+def _parity_tacotron1(args) -> int:
+    """``parity --checkpoint`` of a keithito/tacotron or mimic2 checkpoint."""
+    from parity_tests.checkpoint_parity import LegacyReferenceUnavailable
+    from parity_tests.checkpoint_parity_tacotron1 import run_tacotron1_checkpoint_parity
+
+    if args.use_ema:
+        raise UsageError("--use-ema: keithito/tacotron and mimic2 keep no EMA shadows")
+    try:
+        with user_input():
+            rows = run_tacotron1_checkpoint_parity(args.checkpoint, args.hparams, overrides=overrides(args.set),
+                                                   steps=args.steps, skip_legacy=args.skip_legacy,
+                                                   progress=lambda line: say(NAME, line))
+    except LegacyReferenceUnavailable as e:
+        raise UsageError(str(e)) from None
+    _print_rows(rows, args.json)
+    return 0 if all(r.passed for r in rows) else 1
 
 
 def _tensorflow_for_parity(skip_legacy: bool) -> bool:

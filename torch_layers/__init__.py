@@ -8,6 +8,7 @@ Twins of the TF1 Tacotron-2 blocks and clean versions of four classic PyTorch sp
 # imported, and `sequence_mask` (function and submodule share the name) is bound last, to the function.
 
 from . import activations, norms  # noqa: F401
+from .bahdanau_attention import BahdanauAttention
 from .cbhg import CBHG
 from .contrastive_loss import ContrastiveLoss
 from .conv1d_block import Conv1DBlock
@@ -20,6 +21,7 @@ from .griffin_lim import griffin_lim, inv_linear_spectrogram, inv_mel_spectrogra
 from .gumbel_vector_quantizer import GumbelVectorQuantizer
 from .highway_net import HighwayNet
 from .location_sensitive_attention import LocationSensitiveAttention
+from .mimic2_location_attention import Mimic2LocationAttention
 from .masked_losses import (
     MaskedLinearLoss,
     MaskedMSE,
@@ -36,6 +38,8 @@ from .sequence_mask import sequence_mask  # last: binds the name to the function
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
 from .tac import TAC
+from .tacotron1 import Tacotron1
+from .tacotron1_decoder import Tacotron1Decoder
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import Tacotron2Decoder
 from .tacotron2_feeder import Tacotron2BatchSampler, Tacotron2Collate, Tacotron2Dataset
@@ -48,6 +52,7 @@ from speechblocks import tacotron2_hparams
 __version__ = "0.1.0"
 
 __all__ = [
+    "BahdanauAttention",
     "CBHG",
     "ContrastiveLoss",
     "Conv1DBlock",
@@ -63,6 +68,7 @@ __all__ = [
     "MaskedMSE",
     "MaskedSigmoidCrossEntropy",
     "MigratedFileError",
+    "Mimic2LocationAttention",
     "Postnet",
     "Prenet",
     "SpeakerEncoder",
@@ -71,6 +77,8 @@ __all__ = [
     "TAC",
     "TF1GRUCell",
     "TF1WeightsError",
+    "Tacotron1",
+    "Tacotron1Decoder",
     "Tacotron2",
     "Tacotron2BatchSampler",
     "Tacotron2Collate",

@@ -26,6 +26,23 @@ the file (and line) before anything is written, unless ``skip_bad``. Every array
 and renamed; ``train.txt`` last. A problem found while decoding (a file whose samples are unreadable, silent, or
 without speech for the encoder) stops the run without ``skip_bad`` and removes what the run wrote.
 
+The Tacotron-1 presets (:func:`preprocess_tacotron1`, ``--hparams keithito|mimic2``) write the layout of
+keithito/tacotron's ``datasets/ljspeech.py`` (mimic2's is the same), all in ``OUT`` itself:
+
+* ``ljspeech-spec-%05d.npy``: the linear spectrogram, ``(frames, num_freq)`` float32;
+* ``ljspeech-mel-%05d.npy``: the mel spectrogram, ``(frames, num_mels)`` float32;
+* ``train.txt``: one line ``spec_file|mel_file|n_frames|text`` per utterance (``text`` as given: LJSpeech's
+  normalized column, cleaned later by the feeder), written last.
+
+The index counts the corpus's utterances from 1 in corpus order (metadata.csv order; file-name order for a directory
+of ``x.wav`` + ``x.txt``), as the original counts metadata lines (with ``skip_bad``, over the utterances that pass
+the checks). Each utterance: :func:`speechblocks.audio.load_wav` at the preset's rate (the original's
+``librosa.load(path, sr=sample_rate)``; see that function for the resampler), ``trim_silence`` only when set
+(mimic2's M-AILABS reader does; neither LJSpeech reader does), then both spectrograms of the same waveform (keithito
+pre-emphasises inside them). Nothing is filtered by length; an utterance shorter than one analysis window
+(``win_size`` samples) is dropped as too short. The checks, the atomic writes and the clean-up on failure are the
+same as above.
+
 Application layer (it loads the GE2E encoder through :mod:`speechblocks.audio_commands`, which imports torch);
 the numpy steps are the framework-free :mod:`speechblocks.audio`.
 """
@@ -42,7 +59,8 @@ import numpy as np
 from .atomic_files import atomic_path
 from .errors import UsageError
 
-__all__ = ["REASONS", "Utterance", "Summary", "read_corpus", "preprocess", "train_line"]
+__all__ = ["REASONS", "Utterance", "Summary", "read_corpus", "preprocess", "preprocess_tacotron1", "train_line",
+           "write_train_txt", "TACOTRON1_FILES"]
 
 #: why an utterance was left out of ``train.txt`` (the keys of :attr:`Summary.dropped`)
 REASONS = ("too short", "too long", "bad text", "unreadable", "bad line")
@@ -393,7 +411,8 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
         dataset: an LJSpeech corpus or a directory of ``x.wav`` + ``x.txt`` (see :func:`read_corpus`).
         out: the output directory (created with its parents).
         hparams: preset name, mapping or :class:`~speechblocks.audio.AudioHParams`; its ``preset`` picks the
-            outputs (``"rtvc"``: embeddings; ``"rayhane"``: linear spectrograms).
+            outputs (``"rtvc"``: embeddings; ``"rayhane"``: linear spectrograms; ``"keithito"``, ``"mimic2"``:
+            the Tacotron-1 layout of :func:`preprocess_tacotron1`).
         encoder: RTVC: the GE2E weights (RTVC ``encoder.pt`` or resemblyzer ``pretrained.pt``); ``None``: the
             default of :func:`speechblocks.audio_commands.default_encoder_path`.
         workers: worker processes (1: in this process).
@@ -417,12 +436,51 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
     hp = as_audio_hparams(hparams)
     rtvc = hp.preset == "rtvc"
     dataset, out = os.fspath(dataset), os.fspath(out)
+    _check_arguments(out, workers)
+    if hp.preset in _TACOTRON1_PRESETS and encoder is None:
+        return preprocess_tacotron1(dataset, out, hp, workers=workers, skip_existing=skip_existing,
+                                    skip_bad=skip_bad, cleaners=cleaners, progress=progress, report=report)
+    if not rtvc and encoder is not None:
+        raise UsageError("--encoder: only the RTVC preset has speaker embeddings")
+    utterances, summary = _start(dataset, out, hp, skip_bad, cleaners, report)
+    state = {"hp": hp, "out": out, "rtvc": rtvc, "skip_existing": skip_existing, "encoder_path": encoder}
+    _init_worker(state, 1)
+    if rtvc:
+        _encoder()  # a bad --encoder fails here, before anything is written
+    dirs = [out] + [os.path.join(out, d) for d, _ in _names("x", rtvc).values()]
+    results = _collect(utterances, state, workers, _process, dirs, summary.train_txt, skip_bad, progress, report)
+    lines = []
+    for result in results:
+        if result[0] == "drop":
+            summary.dropped[result[1]] += 1
+            continue
+        fields = result[1]
+        lines.append(train_line(fields) + "\n")
+        summary.kept += 1
+        summary.reused += bool(result[2])
+        summary.samples += fields[3]
+        summary.frames += fields[4]
+    write_train_txt(summary.train_txt, lines)
+    return summary
+
+
+def write_train_txt(path: str, lines: Sequence[str]) -> None:
+    """Writes ``train.txt`` atomically (a temporary file renamed over ``path``)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
+def _check_arguments(out: str, workers) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UsageError(f"--workers must be a positive integer; got {workers!r}")
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"{out}: exists and is not a directory")
-    if not rtvc and encoder is not None:
-        raise UsageError("--encoder: only the RTVC preset has speaker embeddings")
+
+
+def _start(dataset: str, out: str, hp, skip_bad: bool, cleaners: Sequence[str],
+           report: Callable[[str], None] | None) -> tuple[list[Utterance], Summary]:
+    """The corpus (:func:`read_corpus`) and its bad utterances: a :class:`UsageError` naming the first without
+    ``skip_bad``, else each counted and reported."""
     utterances, bad = read_corpus(dataset, cleaners)
     summary = Summary(sample_rate=hp.sample_rate, train_txt=os.path.join(out, "train.txt"))
     if bad and not skip_bad:
@@ -432,18 +490,21 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
         summary.dropped[reason] += 1
         if report is not None:
             report(f"skipped ({reason}): {line}")
-    state = {"hp": hp, "out": out, "rtvc": rtvc, "skip_existing": skip_existing, "encoder_path": encoder}
-    _init_worker(state, 1)
-    if rtvc:
-        _encoder()  # a bad --encoder fails here, before anything is written
+    return utterances, summary
 
-    dirs = [out] + [os.path.join(out, d) for d, _ in _names("x", rtvc).values()]
+
+def _collect(utterances: list[Utterance], state: dict, workers: int, process: Callable[[Utterance], tuple],
+             dirs: list[str], train_txt: str, skip_bad: bool, progress: Callable[[int, int], None] | None,
+             report: Callable[[str], None] | None) -> list[tuple]:
+    """Creates ``dirs``, removes a stale ``train_txt`` and runs ``process`` on every utterance (results in
+    corpus order: ``("ok", fields, reused, written)`` or ``("drop", reason, message)``). A drop other than too
+    short / too long stops the run without ``skip_bad``; any failure removes the files written and the
+    directories created."""
     created = [d for d in dirs if not os.path.isdir(d)]
     for d in dirs:
         os.makedirs(d, exist_ok=True)
-    if os.path.exists(summary.train_txt):  # never a train.txt that claims files this run may rewrite
-        os.remove(summary.train_txt)
-
+    if os.path.exists(train_txt):  # never a train.txt that claims files this run may rewrite
+        os.remove(train_txt)
     results: list = [None] * len(utterances)
     written: list[str] = []
 
@@ -460,27 +521,14 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
             progress(sum(r is not None for r in results), len(utterances))
 
     try:
-        _run(utterances, state, workers, take, written)
+        _run(utterances, state, workers, take, written, process)
     except BaseException:
         _remove(written)
         for d in reversed(created):
             with contextlib.suppress(OSError):  # only when empty
                 os.rmdir(d)
         raise
-    lines = []
-    for result in results:
-        if result[0] == "drop":
-            summary.dropped[result[1]] += 1
-            continue
-        fields = result[1]
-        lines.append(train_line(fields) + "\n")
-        summary.kept += 1
-        summary.reused += bool(result[2])
-        summary.samples += fields[3]
-        summary.frames += fields[4]
-    with atomic_path(summary.train_txt) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    return summary
+    return results
 
 
 def _warm_up(hp) -> None:
@@ -496,15 +544,15 @@ def _warm_up(hp) -> None:
 
 
 def _run(utterances: list[Utterance], state: dict, workers: int, take: Callable[[int, tuple], None],
-         written: list[str]) -> None:
-    """Calls ``take(index, result)`` per utterance as they finish (in this process when ``workers == 1``). When
-    ``take`` raises, the pending utterances are cancelled, the running ones finish, and the files they wrote join
-    ``written`` before the error goes on."""
+         written: list[str], process: Callable[[Utterance], tuple] = _process) -> None:
+    """Calls ``take(index, process(utterance))`` per utterance as they finish (in this process when
+    ``workers == 1``). When ``take`` raises, the pending utterances are cancelled, the running ones finish, and
+    the files they wrote join ``written`` before the error goes on."""
     if workers == 1 or len(utterances) <= 1:
         old = _torch_threads(1)
         try:
             for i, u in enumerate(utterances):
-                take(i, _process(u))
+                take(i, process(u))
         finally:
             _torch_threads(old)
         return
@@ -517,7 +565,7 @@ def _run(utterances: list[Utterance], state: dict, workers: int, take: Callable[
                                initializer=_init_worker, initargs=(state, workers))
     futures = {}
     try:
-        futures = {pool.submit(_process, u): i for i, u in enumerate(utterances)}
+        futures = {pool.submit(process, u): i for i, u in enumerate(utterances)}
         for future in as_completed(futures):
             take(futures[future], future.result())
     except BaseException:
@@ -529,3 +577,97 @@ def _run(utterances: list[Utterance], state: dict, workers: int, take: Callable[
                     written.extend(result[3])
         raise
     pool.shutdown(wait=True)
+
+
+# -- the Tacotron-1 family -------------------------------------------------------------------------------------------
+_TACOTRON1_PRESETS = ("keithito", "mimic2")
+#: the original's file names (``% index``)
+TACOTRON1_FILES = ("ljspeech-spec-%05d.npy", "ljspeech-mel-%05d.npy")
+
+
+def _existing_tacotron1(paths: tuple[str, str], hp) -> int | None:
+    """The frame count when both outputs exist with consistent shapes, else None."""
+    try:
+        spec, mel = (np.load(p, mmap_mode="r", allow_pickle=False) for p in paths)
+    except (OSError, ValueError):
+        return None
+    frames = spec.shape[0] if spec.ndim == 2 else 0
+    ok = frames > 0 and spec.shape == (frames, hp.num_freq) and mel.shape == (frames, hp.num_mels)
+    return int(frames) if ok else None
+
+
+def _process_tacotron1(u: Utterance) -> tuple:
+    """``("ok", fields, reused, written)`` or ``("drop", reason, message)`` for one utterance (in a worker);
+    ``u.id`` is its index."""
+    hp, out = _STATE["hp"], _STATE["out"]
+    files = tuple(name % int(u.id) for name in TACOTRON1_FILES)
+    paths = tuple(os.path.join(out, f) for f in files)
+    if _STATE["skip_existing"]:
+        frames = _existing_tacotron1(paths, hp)
+        if frames is not None:
+            return ("ok", (*files, frames, u.text), True, [])
+    try:
+        feats = _features(u, hp)
+    except _Bad as e:
+        return ("drop", e.reason, str(e))
+    written = []
+    for path, key in zip(paths, ("linear", "mel")):
+        _save(path, np.ascontiguousarray(feats[key], np.float32))
+        written.append(path)
+    return ("ok", (*files, int(feats["mel"].shape[0]), u.text), False, written)
+
+
+def preprocess_tacotron1(dataset: str | os.PathLike, out: str | os.PathLike, hparams="keithito", *,
+                         workers: int = 1, skip_existing: bool = False, skip_bad: bool = False,
+                         cleaners: Sequence[str] = ("english_cleaners",),
+                         progress: Callable[[int, int], None] | None = None,
+                         report: Callable[[str], None] | None = None) -> Summary:
+    """Preprocesses a corpus into ``out`` in the Tacotron-1 family's layout (see the module docstring).
+
+    Args:
+        dataset: an LJSpeech corpus or a directory of ``x.wav`` + ``x.txt`` (see
+            :func:`speechblocks.preprocess.read_corpus`).
+        out: the output directory (created with its parents).
+        hparams: ``"keithito"``, ``"mimic2"``, a mapping of original names or an
+            :class:`~speechblocks.audio.AudioHParams`.
+        workers: worker processes (1: in this process).
+        skip_existing: an utterance whose two files exist with consistent shapes is not recomputed.
+        skip_bad: skip bad utterances (each reported through ``report``) instead of failing.
+        cleaners: the cleaners the texts must survive.
+        progress: called with ``(done, total)`` after each utterance.
+        report: called with one line per skipped bad utterance.
+
+    Returns:
+        Summary: the counts (``samples`` is ``frames * hop_size``: the original's hours come from the frames);
+        ``out/train.txt`` is written last.
+
+    Raises:
+        UsageError: one line naming the first bad input (file and line) when not ``skip_bad``; nothing is
+            written (a problem found while decoding removes what the run wrote).
+    """
+    from .audio.params import as_audio_hparams
+
+    try:
+        hp = as_audio_hparams(hparams)
+    except ValueError as e:
+        raise UsageError(_one_line(e)) from None
+    dataset, out = os.fspath(dataset), os.fspath(out)
+    _check_arguments(out, workers)
+    utterances, summary = _start(dataset, out, hp, skip_bad, cleaners, report)
+    numbered = [Utterance(str(i), u.wav, u.text, u.where) for i, u in enumerate(utterances, 1)]
+    state = {"hp": hp, "out": out, "rtvc": False, "skip_existing": skip_existing, "encoder_path": None}
+    _init_worker(state, 1)
+    results = _collect(numbered, state, workers, _process_tacotron1, [out], summary.train_txt, skip_bad, progress,
+                           report)
+    lines = []
+    for result in results:
+        if result[0] == "drop":
+            summary.dropped[result[1]] += 1
+            continue
+        lines.append(train_line(result[1]) + "\n")
+        summary.kept += 1
+        summary.reused += bool(result[2])
+        summary.frames += result[1][2]
+        summary.samples += result[1][2] * hp.hop_size  # hours from frames, as the original's write_metadata
+    write_train_txt(summary.train_txt, lines)
+    return summary

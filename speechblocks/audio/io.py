@@ -3,7 +3,7 @@
 Deviations from the originals, on purpose:
 
 * :func:`load_wav` reads with soundfile (wav, flac, ogg) and resamples with soxr (``"HQ"``, librosa >= 0.10's
-  ``res_type="soxr_hq"``, and librosa's output length ``ceil(samples * sample_rate / file rate)``); the originals'
+  ``res_type="soxr_hq"``, and librosa's output length ``ceil(samples * (sample_rate / file rate))``); the originals'
   ``librosa.load`` resampled with resampy ``kaiser_best``. Files already
   at ``sample_rate`` are read unchanged. Several channels are averaged (``librosa.to_mono``).
 * :func:`trim_silence` is written out in numpy as ``librosa.effects.trim`` of librosa 0.6-0.8 computed it: the
@@ -74,7 +74,9 @@ def load_wav(path, hparams="rtvc") -> np.ndarray:
     if sr != hp.sample_rate:
         import soxr
 
-        n_out = int(np.ceil(wav.size * hp.sample_rate / sr))  # librosa's length rule (fix=True), 0.6 to today
+        # librosa's length rule (fix=True), 0.5 to today, to the letter: the float ratio first (14000 samples at
+        # 20 kHz -> 22 kHz: 14000 * 1.1 = 15400.000000000002, 15401 samples, not 15400)
+        n_out = int(np.ceil(wav.size * (float(hp.sample_rate) / sr)))
         wav = soxr.resample(wav, sr, hp.sample_rate, quality="HQ")[:n_out]
         wav = np.pad(wav, (0, n_out - wav.size))
     wav = np.ascontiguousarray(wav, dtype=np.float32)

@@ -5,6 +5,17 @@
 frozen :class:`AudioHParams`. A bad value raises ``ValueError`` naming the hparam. The preset values live in
 ``speechblocks.tacotron2_hparams.TACOTRON2_PRESETS`` next to the model's.
 
+The Tacotron-1 presets ``"keithito"`` and ``"mimic2"`` read ``speechblocks.tacotron1_hparams.TACOTRON1_PRESETS``
+under these names: ``n_fft = (num_freq - 1) * 2``, ``hop_size = int(frame_shift_ms / 1000 * sample_rate)``,
+``win_size = int(frame_length_ms / 1000 * sample_rate)`` (as their ``_stft_parameters``), ``fmin``/``fmax``
+mimic2's ``min_mel_freq``/``max_mel_freq`` (keithito: librosa's defaults 0 and ``sample_rate / 2``); a mapping
+read with ``preset="keithito"`` or ``"mimic2"`` may use those original names too. What their ``util/audio.py``
+hard-codes: the amplitude (``magnitude_power`` 1), ``[0, 1]`` normalisation clipped (``max_abs_value`` 1, not
+symmetric), librosa 0.5.1's reflect centre padding, pre-emphasis inside the spectrograms (keithito 0.97; mimic2
+none: ``preemphasize`` False), no rescale, no length filter. ``trim_silence`` is False for both (their LJSpeech
+preprocessing never trims; mimic2's M-AILABS reader trims with its ``trim_*`` values, which keithito lacks and
+inherits here from mimic2).
+
 Two names are not hparams of the originals; they record what the originals hard-coded:
 
 * ``stft_pad_mode``: the STFT's centre padding. RTVC called ``librosa.stft`` without ``pad_mode`` under librosa
@@ -81,6 +92,47 @@ _PRESET_DEFAULTS = {
     "rayhane": dict(utterance_min_duration=None),
 }
 
+#: what both Tacotron-1 ``util/audio.py`` hard-code (``max_mel_frames``: unused, ``clip_mels_length`` is False;
+#: ``max_iters * outputs_per_step``)
+_TACOTRON1_FIXED = dict(
+    n_fft=None, hop_size=None, win_size=None, fmin=0.0, fmax=None, magnitude_power=1.0, signal_normalization=True,
+    allow_clipping_in_normalization=True, symmetric_mels=False, max_abs_value=1.0, rescale=False,
+    rescaling_max=0.999, trim_silence=False, trim_top_db=40, trim_fft_size=1024, trim_hop_size=256,
+    utterance_min_duration=None, max_mel_frames=1000, clip_mels_length=False, stft_pad_mode="reflect",
+    preemphasis_in_spectrogram=True)
+_TACOTRON1_DEFAULTS = {
+    "keithito": dict(_TACOTRON1_FIXED, preemphasize=True),
+    "mimic2": dict(_TACOTRON1_FIXED, preemphasize=False, preemphasis=0.97),
+}
+
+
+def _presets() -> dict:
+    from ..tacotron1_hparams import TACOTRON1_PRESETS
+    from ..tacotron2_hparams import TACOTRON2_PRESETS
+
+    return {**TACOTRON2_PRESETS, **TACOTRON1_PRESETS}
+
+
+def _base(base: str) -> dict:
+    """The preset's values: the original hparams, then what its audio code hard-codes."""
+    return {**_presets()[base], **(_TACOTRON1_DEFAULTS.get(base) or _PRESET_DEFAULTS[base])}
+
+
+def _tacotron1_names(hp: dict, given: dict) -> None:
+    """Fills the STFT sizes and mel range from Tacotron-1's names (``num_freq``, ``frame_*_ms``,
+    ``min_mel_freq``/``max_mel_freq``) where neither the mapping nor the overrides give them."""
+    for name, original in (("fmin", "min_mel_freq"), ("fmax", "max_mel_freq")):
+        if name not in given and hp.get(original) is not None:
+            hp[name] = hp[original]
+    sr = _int(hp, "sample_rate")
+    if hp.get("n_fft") is None:
+        hp["n_fft"] = (_int(hp, "num_freq", minimum=2) - 1) * 2
+    for name, ms in (("hop_size", "frame_shift_ms"), ("win_size", "frame_length_ms")):
+        if hp.get(name) is None:
+            hp[name] = int(_float(hp, ms, 0.0, low_open=True) / 1000 * sr)
+    if hp.get("fmax") is None:
+        hp["fmax"] = sr / 2
+
 
 def _err(name: str, what: str, value) -> ValueError:
     return ValueError(f"audio: hparam `{name}` must be {what}; got {value!r}.")
@@ -125,20 +177,21 @@ def _as_mapping(hparams) -> dict:
         out = values()
         if isinstance(out, Mapping):
             return dict(out)
-    raise ValueError(f"audio: `hparams` must be a preset name ('rtvc', 'rayhane'), a mapping of original hparam "
-                     f"names or an AudioHParams; got {type(hparams).__name__}.")
+    raise ValueError(f"audio: `hparams` must be a preset name ('rtvc', 'rayhane', 'keithito', 'mimic2'), a "
+                     f"mapping of original hparam names or an AudioHParams; got {type(hparams).__name__}.")
 
 
 def audio_hparams(hparams="rtvc", *, preset: str | None = None, **overrides) -> AudioHParams:
     """Validated audio hparams.
 
     Args:
-        hparams: a preset name (``"rtvc"``, ``"rayhane"``), an :class:`AudioHParams`, or a mapping (or an object
-            with ``values()`` such as the original ``HParams``) of original names; names the front-end does not
-            use are ignored. The audio names a mapping lacks come from the preset ``preset``, else from
-            ``"rayhane"`` when the mapping has ``magnitude_power`` (only Rayhane's hparams have it), else from
-            ``"rtvc"``. A mapping's ``hop_size=None`` takes ``frame_shift_ms`` as the originals' ``get_hop_size``;
-            ``win_size=None`` means ``n_fft`` (librosa's ``win_length=None``).
+        hparams: a preset name (``"rtvc"``, ``"rayhane"``, ``"keithito"``, ``"mimic2"``), an
+            :class:`AudioHParams`, or a mapping (or an object with ``values()`` such as the original ``HParams``)
+            of original names; names the front-end does not use are ignored. The audio names a mapping lacks come from
+            the preset ``preset``, else from ``"rayhane"`` when the mapping has ``magnitude_power`` (only Rayhane's
+            hparams have it), else from ``"rtvc"``. A mapping's ``hop_size=None`` takes ``frame_shift_ms`` as the
+            originals' ``get_hop_size``; ``win_size=None`` means ``n_fft`` (librosa's ``win_length=None``). With
+            ``preset="keithito"`` or ``"mimic2"`` the mapping may use Tacotron-1's names (module docstring).
         preset: the preset that fills missing names (only with a mapping).
         **overrides: hparams by original name, applied last; unknown names raise ``ValueError``.
 
@@ -149,15 +202,13 @@ def audio_hparams(hparams="rtvc", *, preset: str | None = None, **overrides) -> 
         ValueError: naming the first bad hparam (type, range, ``num_freq != n_fft // 2 + 1``,
             ``fmax > sample_rate // 2``, ``win_size > n_fft``, unknown pad mode), an unknown override or preset.
     """
-    from ..tacotron2_hparams import TACOTRON2_PRESETS
-
     unknown = sorted(k for k in overrides if k not in AUDIO_HPARAM_NAMES)
     if unknown:
         raise ValueError(f"audio: unknown hparam override(s) {unknown}; known names: "
                          f"{', '.join(sorted(AUDIO_HPARAM_NAMES))}.")
     for name, value in (("hparams", hparams if isinstance(hparams, str) else None), ("preset", preset)):
-        if value is not None and value not in TACOTRON2_PRESETS:
-            raise ValueError(f"audio: `{name}` must be a preset ({', '.join(TACOTRON2_PRESETS)}); got {value!r}.")
+        if value is not None and value not in _presets():
+            raise ValueError(f"audio: `{name}` must be a preset ({', '.join(_presets())}); got {value!r}.")
     if isinstance(hparams, AudioHParams):
         given, base = hparams.to_dict(), hparams.preset
     elif isinstance(hparams, str):
@@ -165,15 +216,19 @@ def audio_hparams(hparams="rtvc", *, preset: str | None = None, **overrides) -> 
     else:
         given = _as_mapping(hparams)
         base = preset or ("rayhane" if "magnitude_power" in given else "rtvc")
-    hp = dict(TACOTRON2_PRESETS[base])
-    hp.update(_PRESET_DEFAULTS[base])
+    hp = _base(base)
     hp.update(given)
     hp.update(overrides)
+    if base in _TACOTRON1_DEFAULTS:
+        _tacotron1_names(hp, {**given, **overrides})
     if hp.get("win_size") is None:
         hp["win_size"] = hp["n_fft"]
     if hp.get("hop_size") is None and hp.get("frame_shift_ms") is not None:
         hp["hop_size"] = int(_float(hp, "frame_shift_ms", 0.0, low_open=True) / 1000 * _int(hp, "sample_rate"))
+    return _validated(hp, base)
 
+
+def _validated(hp: dict, base: str) -> AudioHParams:
     sample_rate = _int(hp, "sample_rate")
     n_fft = _int(hp, "n_fft", minimum=2)
     win_size = _int(hp, "win_size")

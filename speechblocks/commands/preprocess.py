@@ -18,11 +18,14 @@ DESCRIPTION = ("Turns a corpus into the original training data: OUT/mels/mel-<id
                "trimming, pre-emphasis, spectrograms) and dropped by the original filters (rtvc's "
                "utterance_min_duration; max_mel_frames when clip_mels_length). Every metadata line, audio header "
                "and text is checked before any audio is processed: a bad one stops the run (one line naming the "
-               "file, exit status 2, nothing written) unless --skip-bad.")
+               "file, exit status 2, nothing written) unless --skip-bad. The Tacotron-1 presets keithito and mimic2 "
+               "write their original layout instead: OUT/ljspeech-spec-NNNNN.npy [frames, num_freq], "
+               "OUT/ljspeech-mel-NNNNN.npy [frames, num_mels] and OUT/train.txt (spec|mel|frames|text).")
 EXAMPLES = """examples:
   speechblocks preprocess LJSpeech-1.1 training_data --hparams rayhane
   speechblocks preprocess my_voice/ training_data --hparams rtvc --encoder encoder.pt --workers 8
-  speechblocks preprocess LJSpeech-1.1 training_data --hparams rtvc --skip-existing --skip-bad"""
+  speechblocks preprocess LJSpeech-1.1 training_data --hparams rtvc --skip-existing --skip-bad
+  speechblocks preprocess LJSpeech-1.1 training --hparams keithito --workers 8"""
 
 
 def add_arguments(p) -> None:
@@ -30,9 +33,9 @@ def add_arguments(p) -> None:
                    help="an LJSpeech corpus when it holds metadata.csv (id|text|normalized text; audio in "
                         "wavs/<id>.wav; the normalized text is used), else a directory of x.wav + x.txt pairs")
     p.add_argument("out", metavar="OUT", help="the output directory (created)")
-    p.add_argument("--hparams", metavar="rtvc|rayhane|FILE.json", type=hparams_value,
-                   help="required: the preset (its audio hparams, its outputs), or a JSON file of original hparam "
-                        "names")
+    p.add_argument("--hparams", metavar="rtvc|rayhane|keithito|mimic2|FILE.json", type=hparams_value,
+                   help="required: the preset (its audio hparams, its outputs; keithito and mimic2: the Tacotron-1 "
+                        "layout), or a JSON file of original hparam names")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", type=assignment,
                    help="override one audio hparam by its original name, VALUE as JSON (repeatable), e.g. "
                         "--set trim_silence=false --set max_mel_frames=1000")
@@ -55,8 +58,8 @@ def run(args) -> int:
     from ..audio.params import AUDIO_HPARAM_NAMES
 
     if args.hparams is None:
-        raise UsageError("--hparams is required: rtvc (mels, audio, GE2E embeddings) or rayhane (mels, audio, "
-                         "linear spectrograms)")
+        raise UsageError("--hparams is required: rtvc (mels, audio, GE2E embeddings), rayhane (mels, audio, "
+                         "linear spectrograms), keithito or mimic2 (Tacotron-1: linear and mel spectrograms)")
     settings = overrides(args.set)
     unknown = sorted(set(settings) - AUDIO_HPARAM_NAMES)
     if unknown:

@@ -22,6 +22,7 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("speechblocks", "tf_layers", "torch_layers")
 APPLICATION = {"speechblocks.__main__", "speechblocks.cli", "speechblocks.synthesis", "speechblocks.audio_commands",
+               "speechblocks.synthesis_tacotron1",
                "speechblocks.migration.migrate", "speechblocks.assets",
                "speechblocks.migration",  # the package re-exports the driver
                "speechblocks.preprocess"}  # loads the GE2E encoder (torch) through audio_commands

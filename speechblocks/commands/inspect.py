@@ -66,7 +66,7 @@ def format_tacotron1(inv, preset: str | None = None) -> str:
              + f"; total {sum(parts.values()):,d}"]
     if t.renamed:
         lines.append(f"  TF < 1.2 names: {len(t.renamed)} variables spelled weights/biases (read as kernel/bias)")
-    lines.append("migration: Tacotron-1 models are inspected only (not migrated yet)")
+    lines.append("migration: the whole model (speechblocks migrate CKPT --to keras|torch OUT; Tacotron1.from_migrated)")
     lines.append(f"variables outside the model: {len(inv.unmigrated)}")
     lines += [f"  {n} {list(s)}" for n, s in inv.unmigrated]
     n_opt = sum(1 for _ in inv.optimizer)

@@ -64,8 +64,6 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     texts = synthesis.read_texts(args.text, args.text_file)
-    cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
-    sequences = synthesis.encode_texts(texts, cleaners)
     outputs = synthesis.output_paths(args.out, len(texts))
     plots = synthesis.plot_paths(args.plot, len(texts), outputs) if args.plot else None
     if plots is not None:
@@ -79,6 +77,8 @@ def run(args) -> int:
         load_torch()  # a migrated torch file's model entry says its family
     if source_family(args.source, kind) == "tacotron1":
         return run_tacotron1(args, texts, outputs, plots, wav_paths, kind, framework)
+    cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
+    sequences = synthesis.encode_texts(texts, cleaners)
     if framework == "keras":
         load_tensorflow()
     if framework == "torch" or args.speaker_wav or (wav_paths and args.griffin_lim == "torch"):

@@ -8,6 +8,7 @@ Faithful ports of the TF1 Tacotron-2 blocks and Keras twins of four classic PyTo
 # imported, and `sequence_mask` (function and submodule share the name) is bound last, to the function.
 
 from . import checkpoint  # noqa: F401
+from .bahdanau_attention import BahdanauAttention
 from .cbhg import CBHG
 from .checkpoint import load_migrated
 from .contrastive_loss import ContrastiveLoss
@@ -29,11 +30,14 @@ from .masked_losses import (
     masked_mse,
     masked_sigmoid_cross_entropy,
 )
+from .mimic2_location_attention import Mimic2LocationAttention
 from .postnet import Postnet
 from .prenet import Prenet
 from .sequence_mask import sequence_mask  # last: binds the name to the function, not the submodule
 from .speaker_encoder import SpeakerEncoder
 from .stop_projection import StopProjection
+from .tacotron1 import Tacotron1
+from .tacotron1_decoder import Tacotron1Decoder
 from .tacotron2 import Tacotron2
 from .tacotron2_decoder import (AttentionMemory, DecoderState, DecoderWeights, StepOutputs, StepWeights,
                                 Tacotron2Decoder)
@@ -50,6 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AttentionMemory",
+    "BahdanauAttention",
     "CBHG",
     "ContrastiveLoss",
     "Conv1DBlock",
@@ -66,6 +71,7 @@ __all__ = [
     "MaskedLinearLoss",
     "MaskedMSE",
     "MaskedSigmoidCrossEntropy",
+    "Mimic2LocationAttention",
     "Postnet",
     "Prenet",
     "SpeakerEncoder",
@@ -73,6 +79,8 @@ __all__ = [
     "StepWeights",
     "StopProjection",
     "TAC",
+    "Tacotron1",
+    "Tacotron1Decoder",
     "Tacotron2",
     "Tacotron2Decoder",
     "TF1GRUCell",

@@ -16,6 +16,9 @@
    the recording (``--speaker-wav``) and a wav by Griffin-Lim (``--wav``), Keras with the embedding file; the two
    mel outputs are compared and the wav, the mel and the alignment picture are written to ``demo-output/``
    (random weights: no real alignment, the wav babbles).
+8-12. The Tacotron-1 family (:mod:`parity_tests.demo_tacotron1`): a keithito/tacotron checkpoint made by the legacy
+   reference, inspected, migrated to both frameworks, compared on its weights (TF1 vs Keras vs torch) and
+   synthesized to a wav from the linear output.
 
 The functions :func:`legacy_model_spec`, :func:`run_keras_block` and :func:`run_torch_block` are shared
 with the migration tests and the migration benchmark.
@@ -233,6 +236,11 @@ def main(argv=None) -> int:
             print(f"({time.perf_counter() - t:.1f} s)")
         rows.append(compare("Tacotron2 synthesize", "Keras<->torch", "mel_outputs (CLI, 150 steps)",
                             np.load(mels["keras"]), np.load(mels["torch"]), 1e-4))
+        from .demo_tacotron1 import tacotron1_section
+
+        rc, t1_rows = tacotron1_section(tmp, out_dir)
+        if rc:
+            return rc
     wav = os.path.splitext(mels["torch"])[0] + ".wav"
     import soundfile
 
@@ -241,6 +249,7 @@ def main(argv=None) -> int:
           "are random (the stop token held off for 150 steps): it babbles; a trained checkpoint speaks")
     print()
     print(format_table(rows[-1:]))
+    rows += t1_rows
     failed = sum(not r.passed for r in rows)
     print(f"\n{len(rows)} rows, {len(rows) - failed} PASS, {failed} FAIL; demo finished in "
           f"{time.perf_counter() - t0:.0f} s")

@@ -19,9 +19,11 @@ class name gives (snake case), exactly as in the original graphs:
   ``-inf`` before the softmax (contrib's ``_prepare_memory`` / ``_maybe_mask_score``).
 * :class:`OutputProjectionWrapper` (``kernel``/``bias`` in its own scope, contrib ``core_rnn_cell``),
   keithito's :class:`DecoderPrenetWrapper` and :class:`ConcatOutputAndAttentionWrapper`.
-* :class:`TacoTrainingHelper` / :class:`TacoTestHelper` (keithito ``models/helpers.py``) and :func:`dynamic_decode`
-  over a :class:`BasicDecoder` (``variable_scope(None, "decoder")``, ``impute_finished=False``, a row once finished
-  stays finished, the loop ends when all rows are finished or at ``maximum_iterations``).
+* keithito's ``TacoTrainingHelper`` (the same teacher forcing as Tacotron-2's: :class:`.tf1_tacotron2.TrainingHelper`,
+  ``targets[:, r-1::r]``, ``floor(T_out / r)`` steps), :class:`TacoTestHelper` (keithito ``models/helpers.py``)
+  and :func:`dynamic_decode` over a :class:`BasicDecoder` (``variable_scope(None, "decoder")``,
+  ``impute_finished=False``, a row once finished stays finished, the loop ends when all rows are finished or at
+  ``maximum_iterations``).
 
 Injected keep-masks (the spec's ``noise_masks``) replace the random pre-net dropout as ``x / (1 - 0.5) * mask`` in
 any mode; without a mask a layer drops at random in training only (keithito's ``prenet``).
@@ -33,6 +35,7 @@ import collections
 import tensorflow as tf
 
 from .tf1_blocks import conv1d, highway
+from .tf1_tacotron2 import TrainingHelper
 
 v1 = tf.compat.v1
 RNNCell = v1.nn.rnn_cell.RNNCell
@@ -163,60 +166,8 @@ def attend(mechanism, query, previous_alignments):
 AttentionWrapperState = collections.namedtuple("AttentionWrapperState", ("cell_state", "attention", "alignments"))
 
 
-class AttentionWrapper(RNNCell):
-    """contrib ``AttentionWrapper(cell, mechanism, alignment_history=True, output_attention=False)`` with no
-    attention layer: ``attention`` in the state is the context itself (width of the memory)."""
-
-    def __init__(self, cell, attention_mechanism):
-        super().__init__()
-        self._cell = cell
-        self._mechanism = attention_mechanism
-
-    @property
-    def state_size(self):
-        return AttentionWrapperState(self._cell.state_size, int(self._mechanism.values.shape[-1]), None)
-
-    @property
-    def output_size(self):
-        return self._cell.output_size
-
-    def call(self, inputs, state):
-        cell_inputs = tf.concat([inputs, state.attention], axis=-1)
-        cell_output, next_cell_state = self._cell(cell_inputs, state.cell_state)
-        context, alignments = attend(self._mechanism, cell_output, state.alignments)
-        return cell_output, AttentionWrapperState(next_cell_state, context, alignments)
-
-
-class DecoderPrenetWrapper(RNNCell):
-    """keithito's wrapper: ``decoder_prenet`` on the inputs, then the cell. ``keep_masks`` (one ``[B, steps, d]``
-    per layer, or None) give step ``step_time``'s slice, set by the decoding loop."""
-
-    def __init__(self, cell, training, layer_sizes, keep_masks=None):
-        super().__init__()
-        self._cell = cell
-        self._training = training
-        self._layer_sizes = layer_sizes
-        self._keep_masks = keep_masks
-        self.step_time = None
-
-    @property
-    def state_size(self):
-        return self._cell.state_size
-
-    @property
-    def output_size(self):
-        return self._cell.output_size
-
-    def call(self, inputs, state):
-        masks = None
-        if self._keep_masks is not None:
-            masks = [None if m is None else m[:, self.step_time] for m in self._keep_masks]
-        out = prenet(inputs, self._training, self._layer_sizes, "decoder_prenet", masks)
-        return self._cell(out, state)
-
-
-class ConcatOutputAndAttentionWrapper(RNNCell):
-    """keithito's wrapper: ``concat(cell output, state.attention)``."""
+class _Wrapper(RNNCell):
+    """A cell around ``cell`` with its state and output sizes; the scope is the subclass's name in snake case."""
 
     def __init__(self, cell):
         super().__init__()
@@ -228,6 +179,52 @@ class ConcatOutputAndAttentionWrapper(RNNCell):
 
     @property
     def output_size(self):
+        return self._cell.output_size
+
+
+class AttentionWrapper(_Wrapper):
+    """contrib ``AttentionWrapper(cell, mechanism, alignment_history=True, output_attention=False)`` with no
+    attention layer: ``attention`` in the state is the context itself (width of the memory)."""
+
+    def __init__(self, cell, attention_mechanism):
+        super().__init__(cell)
+        self._mechanism = attention_mechanism
+
+    @property
+    def state_size(self):
+        return AttentionWrapperState(self._cell.state_size, int(self._mechanism.values.shape[-1]), None)
+
+    def call(self, inputs, state):
+        cell_inputs = tf.concat([inputs, state.attention], axis=-1)
+        cell_output, next_cell_state = self._cell(cell_inputs, state.cell_state)
+        context, alignments = attend(self._mechanism, cell_output, state.alignments)
+        return cell_output, AttentionWrapperState(next_cell_state, context, alignments)
+
+
+class DecoderPrenetWrapper(_Wrapper):
+    """keithito's wrapper: ``decoder_prenet`` on the inputs, then the cell. ``keep_masks`` (one ``[B, steps, d]``
+    per layer, or None) give step ``step_time``'s slice, set by the decoding loop."""
+
+    def __init__(self, cell, training, layer_sizes, keep_masks=None):
+        super().__init__(cell)
+        self._training = training
+        self._layer_sizes = layer_sizes
+        self._keep_masks = keep_masks
+        self.step_time = None
+
+    def call(self, inputs, state):
+        masks = None
+        if self._keep_masks is not None:
+            masks = [None if m is None else m[:, self.step_time] for m in self._keep_masks]
+        out = prenet(inputs, self._training, self._layer_sizes, "decoder_prenet", masks)
+        return self._cell(out, state)
+
+
+class ConcatOutputAndAttentionWrapper(_Wrapper):
+    """keithito's wrapper: ``concat(cell output, state.attention)``."""
+
+    @property
+    def output_size(self):
         return self._cell.output_size + self._cell.state_size.attention
 
     def call(self, inputs, state):
@@ -235,17 +232,12 @@ class ConcatOutputAndAttentionWrapper(RNNCell):
         return tf.concat([output, res_state.attention], axis=-1), res_state
 
 
-class OutputProjectionWrapper(RNNCell):
+class OutputProjectionWrapper(_Wrapper):
     """contrib ``OutputProjectionWrapper``: ``kernel`` ``[in, out]`` and ``bias`` in its own scope, no activation."""
 
     def __init__(self, cell, output_size):
-        super().__init__()
-        self._cell = cell
+        super().__init__(cell)
         self._output_size = output_size
-
-    @property
-    def state_size(self):
-        return self._cell.state_size
 
     @property
     def output_size(self):
@@ -263,25 +255,6 @@ def _go_frames(batch_size, output_dim):
     return tf.tile([[0.0]], [batch_size, output_dim])
 
 
-class TacoTrainingHelper:
-    """Teacher forcing: step ``t >= 1`` reads ``targets[:, t*r - 1]``; ``floor(T_out / r)`` steps."""
-
-    def __init__(self, batch_size, targets, output_dim, r):
-        self._batch_size = batch_size
-        self._output_dim = output_dim
-        check = tf.debugging.assert_greater_equal(tf.shape(targets)[1], r,
-                                                  message=f"mel_targets must hold at least outputs_per_step={r} frames")
-        with tf.control_dependencies([check]):
-            self._targets = tf.identity(targets[:, r - 1::r, :])
-        self._lengths = tf.tile([tf.shape(self._targets)[1]], [batch_size])
-
-    def initialize(self):
-        return tf.tile([False], [self._batch_size]), _go_frames(self._batch_size, self._output_dim)
-
-    def next_inputs(self, time, outputs):
-        return time + 1 >= self._lengths, self._targets[:, time, :]
-
-
 class TacoTestHelper:
     """Free running: the last frame of the step is the next input; a row is finished when all its outputs are
     exactly 0.0."""
@@ -294,7 +267,7 @@ class TacoTestHelper:
     def initialize(self):
         return tf.tile([False], [self._batch_size]), _go_frames(self._batch_size, self._output_dim)
 
-    def next_inputs(self, time, outputs):
+    def next_inputs(self, time, outputs, stop=None):
         finished = tf.reduce_all(tf.equal(outputs, self._end_token), axis=1)
         return finished, outputs[:, -self._output_dim:]
 
@@ -313,7 +286,7 @@ class BasicDecoder:
 
     def step(self, time, inputs, state):
         outputs, next_state = self.cell(inputs, state)
-        finished, next_inputs = self.helper.next_inputs(time, outputs)
+        finished, next_inputs = self.helper.next_inputs(time, outputs, None)
         return outputs, next_state, next_inputs, finished
 
 
@@ -416,7 +389,7 @@ def tacotron1(hp, layout, inputs, input_lengths, training, mel_targets=None, max
     init_state = (AttentionWrapperState(zeros, tf.zeros(tf.stack([batch_size, width]), dtype=tf.float32),
                                         mechanism.initial_alignments(batch_size)), dec_zeros, dec_zeros)
     if mel_targets is not None:
-        helper = TacoTrainingHelper(batch_size, mel_targets, m, r)
+        helper = TrainingHelper(batch_size, mel_targets, hp)  # keithito's TacoTrainingHelper, as Tacotron-2's
     else:
         helper = TacoTestHelper(batch_size, m, r)
 

@@ -114,6 +114,7 @@ class BahdanauAttention(TF1WeightsMixin, nn.Module):
         bound = math.sqrt(3.0 / self.units)
         nn.init.uniform_(self.attention_v, -bound, bound)
 
+    @torch.jit.export
     def process_memory(self, memory: Tensor) -> Tensor:
         """The keys of a memory (once per utterance).
 

@@ -82,8 +82,11 @@ class Tacotron1(TF1WeightsMixin, nn.Module):
         self.hparams, self.layout, self.tf1_scope = hp, layout, TACOTRON1_SCOPE
         factory = {"device": device, "dtype": dtype}
         pre = list(hp.prenet_depths)
-        self.embedding = nn.Embedding(hp.n_symbols, hp.embed_depth, **factory)
-        nn.init.trunc_normal_(self.embedding.weight, std=0.5, a=-1.0, b=1.0)  # truncated_normal(stddev=0.5)
+        # given weight: nn.Embedding's own normal_ init would be thrown away (and on the meta device imports dynamo)
+        self.embedding = nn.Embedding(hp.n_symbols, hp.embed_depth, _weight=torch.empty(hp.n_symbols, hp.embed_depth,
+                                                                                        **factory))
+        if self.embedding.weight.device.type != "meta":
+            nn.init.trunc_normal_(self.embedding.weight, std=0.5, a=-1.0, b=1.0)  # truncated_normal(stddev=0.5)
         self.encoder_prenet = Prenet(hp.embed_depth, pre, PRENET_DROP_RATE, "relu", tf1_scope="prenet",
                                      dropout="training", **factory)
         self.encoder_cbhg = _cbhg(pre[-1], 16, [128, pre[-1]], hp.encoder_depth, "encoder_cbhg", factory)

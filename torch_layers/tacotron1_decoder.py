@@ -30,6 +30,96 @@ __all__ = ["Tacotron1Decoder"]
 _BLOCK = "Tacotron1Decoder"
 
 
+def gru_step(x: Tensor, h: Tensor, gates_t: Tensor, gates_b: Tensor, cand_t: Tensor, cand_b: Tensor) -> Tensor:
+    """:class:`TF1GRUCell`'s step on its kernels laid out ``(in, out)`` (``weight.t()``), without its checks: the
+    form the decoder loop runs (``tests/test_tacotron1_torch.py`` checks it against ``TF1GRUCell.forward``).
+
+    Args:
+        x: ``(batch, input_size)``.
+        h: ``(batch, units)``.
+        gates_t, gates_b: ``(input_size + units, 2 * units)``, ``(2 * units,)``.
+        cand_t, cand_b: ``(input_size + units, units)``, ``(units,)``.
+
+    Returns:
+        the new state ``(batch, units)``.
+    """
+    r, u = torch.sigmoid(torch.addmm(gates_b, torch.cat([x, h], 1), gates_t)).chunk(2, 1)
+    c = torch.tanh(torch.addmm(cand_b, torch.cat([x, r * h], 1), cand_t))
+    return u * h + (1.0 - u) * c
+
+
+def prenet_apply(x: Tensor, weights: list[Tensor], biases: list[Tensor], masks: list[Tensor], t: int,
+                 rate: float) -> Tensor:
+    """The decoder pre-net (relu dense layers, kernels ``(in, out)``) of step ``t`` (``t < 0``: of every step,
+    ``x`` ``(batch, steps, in)``); layer ``i`` drops out with ``masks[i]`` (``(batch, steps, units)``; empty: a
+    random mask at ``rate``, none at rate 0)."""
+    for i in range(len(weights)):
+        x = torch.relu(torch.matmul(x, weights[i]) + biases[i])
+        mask = masks[i]
+        if mask.numel() > 0:
+            mask = mask[:, t] if t >= 0 else mask[:, :x.shape[1]]
+            x = tf1_dropout(x, 0.5, mask.to(x.dtype))
+        elif rate > 0.0:
+            x = tf1_dropout(x, rate)
+    return x
+
+
+def decoder_step(x: Tensor, t: int, state: list[Tensor], memory: Tensor, keys: Tensor, mask: Optional[Tensor],
+                 pre: Optional[Tensor], prenet_w: list[Tensor], prenet_b: list[Tensor], masks: list[Tensor],
+                 rate: float, w: list[Tensor], loc_kernel: Optional[Tensor], pad_before: int, pad_after: int,
+                 prenet_outside: bool) -> tuple[Tensor, list[Tensor]]:
+    """One decoder step (the class docstring's maths). ``state``: ``[h_att, context, alignments, h1, h2]``;
+    ``pre``: this step's pre-net output when computed ahead; ``w``: the three GRUs' ``[gates_t, gates_b, cand_t,
+    cand_b]`` then ``query_t, v, w0_t, b0, wo_t, bo``. Returns ``(frames, new_state)``."""
+    h_att, context, align, h1, h2 = state[0], state[1], state[2], state[3], state[4]
+    if pre is not None:
+        cell_in = torch.cat([pre, context], 1)
+    elif prenet_outside:
+        cell_in = torch.cat([prenet_apply(x, prenet_w, prenet_b, masks, t, rate), context], 1)
+    else:
+        cell_in = prenet_apply(torch.cat([x, context], 1), prenet_w, prenet_b, masks, t, rate)
+    h_att = gru_step(cell_in, h_att, w[0], w[1], w[2], w[3])
+    k = keys
+    if loc_kernel is not None:
+        k = keys + location_term(align, loc_kernel, pad_before, pad_after)
+    context, align = attend(bahdanau_scores(k, torch.mm(h_att, w[12]), w[13]), memory, mask)
+    out = torch.addmm(w[15], torch.cat([h_att, context], 1), w[14])
+    h1 = gru_step(out, h1, w[4], w[5], w[6], w[7])
+    out = out + h1
+    h2 = gru_step(out, h2, w[8], w[9], w[10], w[11])
+    frames = torch.addmm(w[17], out + h2, w[16])
+    return frames, [h_att, context, align, h1, h2]
+
+
+def decode(memory: Tensor, keys: Tensor, mask: Optional[Tensor], limit: int, inputs: Optional[Tensor],
+           pre_all: Optional[Tensor], prenet_w: list[Tensor], prenet_b: list[Tensor], masks: list[Tensor],
+           rate: float, w: list[Tensor], loc_kernel: Optional[Tensor], pad_before: int, pad_after: int,
+           prenet_outside: bool, state: list[Tensor], num_mels: int) -> tuple[Tensor, Tensor]:
+    """``dynamic_decode`` from ``state``: ``limit`` teacher-forced steps over ``inputs`` ``(batch, steps,
+    num_mels)``, or up to ``limit`` free-running steps ending when every row has had an all-zero step (one host
+    sync a step). Returns ``(frames (batch, steps, num_mels * r), alignments (batch, T_in, steps))``."""
+    x = memory.new_zeros(memory.shape[0], num_mels)  # the GO frame
+    finished = torch.zeros(memory.shape[0], dtype=torch.bool, device=memory.device)
+    frames_out: list[Tensor] = []
+    aligns: list[Tensor] = []
+    for t in range(limit):
+        pre: Optional[Tensor] = None
+        if pre_all is not None:
+            pre = pre_all[:, t]
+        if inputs is not None:
+            x = inputs[:, t]
+        frames, state = decoder_step(x, t, state, memory, keys, mask, pre, prenet_w, prenet_b, masks, rate, w,
+                                     loc_kernel, pad_before, pad_after, prenet_outside)
+        frames_out.append(frames)
+        aligns.append(state[2])
+        if inputs is None:
+            x = frames[:, frames.shape[1] - num_mels:]
+            finished = finished | (frames == 0).all(1)
+            if bool(finished.all()):  # the one host sync of a free-running step
+                break
+    return torch.stack(frames_out, 1), torch.stack(aligns, 2)
+
+
 class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
     """The Tacotron-1 decoder as keithito/tacotron and mimic2 build it: decoder pre-net, attention GRU, attention
     (content-only :class:`BahdanauAttention` for the keithito layouts, :class:`Mimic2LocationAttention` for
@@ -55,7 +145,8 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
 
     The pre-net's dropout (rate 0.5) is on in ``train()`` only; injected keep-masks replace it in either mode. Keys
     (``memory @ memory_layer``), the location kernel and the teacher-forced 20180906 pre-net are computed once per
-    call; the steps run no input checks and no fresh allocations beyond the step's own results.
+    call; the loop (:func:`decode`, TorchScript, compiled once a process on first use; autograd runs through it)
+    runs no input checks, its GRU steps :func:`gru_step` (:class:`TF1GRUCell`'s maths on ``(in, out)`` kernels).
 
     TF1 variables (names relative to ``model/inference``, :attr:`tf1_scope`): ``memory_layer/kernel`` and
     everything under ``decoder/`` of :func:`speechblocks.tacotron1_schema.tf1_variable_shapes`.
@@ -131,8 +222,7 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
             r = self.outputs_per_step
             inputs = torch.cat([memory.new_zeros(memory.shape[0], 1, self.num_mels),
                                 mel_targets[:, r - 1::r][:, :limit - 1].to(memory.dtype)], 1)
-        frames, alignments = self._loop(memory, keys, mask, limit, inputs, masks)
-        return torch.stack(frames, 1), torch.stack(alignments, 2)
+        return self._loop(memory, keys, mask, limit, inputs, masks)
 
     def _check_inputs(self, memory: Tensor, memory_lengths: Optional[Tensor], mel_targets: Optional[Tensor],
                       max_iters: Optional[int]) -> int:
@@ -170,71 +260,40 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
                                  f"(batch={batch}, steps >= {steps}, {sizes[i]}); got {got}.")
         return list(given)
 
-    def _prenet(self, x: Tensor, masks: list[Optional[Tensor]], t: Optional[int]) -> Tensor:
-        """The decoder pre-net of one step (``t``: the masks' step) or of every step (``t=None``, masks whole)."""
-        rate = PRENET_DROP_RATE if self.training else 0.0
-        for layer, mask in zip(self.prenet.layers, masks):
-            x = torch.relu(F.linear(x, layer.weight, layer.bias))
-            if mask is not None:
-                mask = mask[:, t] if t is not None else mask[:, :x.shape[1]]
-                x = tf1_dropout(x, PRENET_DROP_RATE, mask.to(x.dtype))
-            elif rate > 0.0:
-                x = tf1_dropout(x, rate)
-        return x
-
-    def _scorer(self, keys: Tensor):
-        """``score(processed_query, previous_alignments)`` of the attention, its constants computed once."""
-        att, v = self.attention, self.attention.attention_v
-        if isinstance(att, Mimic2LocationAttention):
-            kernel, before, after = att.fused_location_kernel(), att.pad_before, att.pad_after
-            return lambda pq, prev: bahdanau_scores(keys + location_term(prev, kernel, before, after), pq, v)
-        return lambda pq, prev: bahdanau_scores(keys, pq, v)
+    def _weights(self) -> tuple[list[Tensor], list[Tensor], list[Tensor], Optional[Tensor]]:
+        """The loop's weights: pre-net kernels ``(in, out)`` and biases, the ``w`` list of :func:`decoder_step`,
+        the fused location kernel (mimic2) or ``None``."""
+        prenet_w = [layer.weight.t() for layer in self.prenet.layers]
+        prenet_b = [layer.bias for layer in self.prenet.layers]
+        w: list[Tensor] = []
+        for cell in (self.attention_gru, self.gru1, self.gru2):
+            w += [cell.gates.weight.t(), cell.gates.bias, cell.candidate.weight.t(), cell.candidate.bias]
+        w += [self.attention.query_layer.weight.t(), self.attention.attention_v,
+              self.cell0_projection.weight.t(), self.cell0_projection.bias,
+              self.output_projection.weight.t(), self.output_projection.bias]
+        loc = None
+        if isinstance(self.attention, Mimic2LocationAttention):
+            loc = self.attention.fused_location_kernel()
+        return prenet_w, prenet_b, w, loc
 
     def _loop(self, memory: Tensor, keys: Tensor, mask: Optional[Tensor], limit: int, inputs: Optional[Tensor],
-              masks: list[Optional[Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
-        """``dynamic_decode``: ``limit`` teacher-forced steps over ``inputs`` ``(batch, steps, num_mels)``, or up to
-        ``limit`` free-running steps with the exact-zero stop. Returns the per-step frames and alignments."""
+              masks: list[Optional[Tensor]]) -> tuple[Tensor, Tensor]:
+        """Runs :func:`decode` (TorchScript) from the zero state; returns ``(frames, alignments)``."""
+        prenet_w, prenet_b, w, loc = self._weights()
+        empty = memory.new_zeros(0)
+        keeps = [empty if m is None else m for m in masks]
+        rate = PRENET_DROP_RATE if self.training else 0.0
+        pre_all = None
+        if inputs is not None and self.prenet_outside:
+            pre_all = _scripted("prenet_apply")(inputs, prenet_w, prenet_b, keeps, -1, rate)
         batch, max_time = memory.shape[0], memory.shape[1]
-        score = self._scorer(keys)
-        wq = self.attention.query_layer.weight
-        w0, b0 = self.cell0_projection.weight, self.cell0_projection.bias
-        wo, bo = self.output_projection.weight, self.output_projection.bias
-        gru_att, gru1, gru2 = self.attention_gru.forward, self.gru1.forward, self.gru2.forward
-        h_att = memory.new_zeros(batch, self.attention_gru.num_units)
-        h1 = memory.new_zeros(batch, self.gru1.num_units)
-        h2 = torch.zeros_like(h1)
-        context = memory.new_zeros(batch, self.memory_size)
-        align = memory.new_zeros(batch, max_time)
-        x = memory.new_zeros(batch, self.num_mels)
-        pre_all = self._prenet(inputs, masks, None) if inputs is not None and self.prenet_outside else None
-        finished: Optional[Tensor] = None
-        frames_out: list[Tensor] = []
-        aligns: list[Tensor] = []
-        for t in range(limit):
-            if inputs is not None:
-                x = inputs[:, t]
-            if pre_all is not None:
-                cell_in = torch.cat([pre_all[:, t], context], 1)
-            elif self.prenet_outside:
-                cell_in = torch.cat([self._prenet(x, masks, t), context], 1)
-            else:
-                cell_in = self._prenet(torch.cat([x, context], 1), masks, t)
-            h_att = gru_att(cell_in, h_att)
-            context, align = attend(score(F.linear(h_att, wq), align), memory, mask)
-            out = F.linear(torch.cat([h_att, context], 1), w0, b0)
-            h1 = gru1(out, h1)
-            out = out + h1
-            h2 = gru2(out, h2)
-            frames = F.linear(out + h2, wo, bo)
-            frames_out.append(frames)
-            aligns.append(align)
-            if inputs is None:
-                x = frames[:, -self.num_mels:]
-                done = (frames == 0).all(1)
-                finished = done if finished is None else finished | done
-                if bool(finished.all()):  # the one host sync of a free-running step
-                    break
-        return frames_out, aligns
+        state = [memory.new_zeros(batch, self.attention_gru.num_units), memory.new_zeros(batch, self.memory_size),
+                 memory.new_zeros(batch, max_time), memory.new_zeros(batch, self.gru1.num_units),
+                 memory.new_zeros(batch, self.gru2.num_units)]
+        att = self.attention
+        before, after = (att.pad_before, att.pad_after) if loc is not None else (0, 0)
+        return _scripted("decode")(memory, keys, mask, limit, inputs, pre_all, prenet_w, prenet_b, keeps, rate, w,
+                                   loc, before, after, self.prenet_outside, state, self.num_mels)
 
     def extra_repr(self) -> str:
         hp = self.hparams
@@ -254,3 +313,13 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
             out[f"{scope}/kernel"] = TF1Variable(lin.weight, dense_to_tf1, dense_from_tf1)
             out[f"{scope}/bias"] = TF1Variable(lin.bias)
         return out
+
+
+_SCRIPTED: dict = {}
+
+
+def _scripted(name: str):
+    """The TorchScript form of :func:`decode` or :func:`prenet_apply`, compiled on first use (once a process)."""
+    if name not in _SCRIPTED:
+        _SCRIPTED[name] = torch.jit.script({"decode": decode, "prenet_apply": prenet_apply}[name])
+    return _SCRIPTED[name]

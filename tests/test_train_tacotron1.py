@@ -35,10 +35,10 @@ TEXTS = ["Hello world.", "A cat sat on the mat!", "Dr. Smith paid $5 on 3 May.",
          "Turn left on {HH AW1 S T AH0 N} Street."]
 
 
-def _checkpoint(prefix: str, slots: bool = True) -> dict:
+def _checkpoint(prefix: str, slots: bool = True, hp=HP, layout: str = LAYOUT, step: int = STEP) -> dict:
     rng = np.random.default_rng(7)
     tensors = {}
-    for name, shape in sorted(tf1_variable_shapes(HP, LAYOUT).items()):
+    for name, shape in sorted(tf1_variable_shapes(hp, layout).items()):
         value = rng.normal(0, 0.3, shape)
         tensors[f"model/inference/{name}"] = (np.abs(value) + 0.5 if name.endswith("moving_variance") else value)
         if slots and "moving_" not in name:
@@ -47,7 +47,7 @@ def _checkpoint(prefix: str, slots: bool = True) -> dict:
     if slots:
         tensors["model/optimizer/beta1_power"], tensors["model/optimizer/beta2_power"] = POWERS
     tensors = {k: np.asarray(v, np.float32) for k, v in tensors.items()}
-    tensors["global_step"] = np.array(STEP, np.int64)
+    tensors["global_step"] = np.array(step, np.int64)
     _write_tf1_checkpoint(prefix, tensors)
     return tensors
 
@@ -225,6 +225,25 @@ def test_learning_rate_at_the_checkpoint_step(preset, step, expected):
     np.testing.assert_allclose(params["w"], 1.0 - np.float32(expected), rtol=1e-6)
 
 
+def test_mimic2_checkpoint_step_decays_the_rate(files, tmp_path):
+    """A mimic2 checkpoint (location-sensitive layout, no Adam slots) at step 150000: one torch update at mimic2's
+    exponential_decay rate of that step, a fresh Adam, the step counted."""
+    from torch_layers.tacotron1_trainer import Tacotron1Trainer
+
+    hp = resolve_tacotron1_hparams("mimic2", **{k: v for k, v in SIZES.items() if k != "embed_depth"},
+                                   embedding_dim=5)
+    prefix = str(tmp_path / "model.ckpt")
+    _checkpoint(prefix, slots=False, hp=hp, layout="mimic2", step=150000)
+    trainer = Tacotron1Trainer.load(prefix, "tf1")
+    assert trainer.hparams.variant == "mimic2" and trainer.layout == "mimic2"
+    params = trainer.trainable()
+    state = read_tf1_adam_state(prefix, params, {}, trainer.hparams)
+    batch = load_batch(read_metadata(files["data"], trainer.hparams)[:2], trainer.hparams)
+    _, lr, _ = train_step(trainer, params, state, batch, dropout_masks(batch, trainer.hparams, 0, 150000))
+    assert lr == pytest.approx(0.0015 * 0.5 ** 1.5, rel=1e-12)
+    assert state.global_step == 150001 and state.beta1_power == np.float32(0.9) * np.float32(0.9)
+
+
 def test_tf1_state_read_from_the_checkpoint(files):
     params = {k[len("model/inference/"):]: v for k, v in files["tensors"].items()
               if k.startswith("model/inference/") and "moving_" not in k}
@@ -291,3 +310,114 @@ def test_cli_refusals(files, capsys):
     assert cli.main(["train", data, str(root / "r3"), "--hparams", "keithito", "--steps", "1"]) == 2
     assert "needs --from" in capsys.readouterr().err
     assert not os.path.exists(root / "r1") and not os.path.exists(root / "r3")
+    run = str(root / "cli")  # the run of test_cli_end_to_end_and_resume_equals_uninterrupted (or none yet)
+    if os.path.exists(run):
+        assert cli.main(["train", data, run, "--steps", "1", "--set", "max_iters=20"]) == 2
+        assert "without --hparams/--set" in capsys.readouterr().err
+
+
+# -- opt-in: keithito's own training graph (TF1, legacy subprocess) ------------------------------------------------
+_TF1_TRAIN = r'''
+import json, sys
+import numpy as np
+import tensorflow as tf
+from parity_tests.legacy.tf1_tacotron1 import tacotron1, tacotron1_loss
+from speechblocks import resolve_tacotron1_hparams
+
+v1 = tf.compat.v1
+spec = json.loads(sys.argv[1])
+arrays = dict(np.load(spec["arrays"]))
+hp = resolve_tacotron1_hparams(spec["hparams"])
+graph = tf.Graph()
+with graph.as_default():
+    shapes = {"inputs": [None, None], "input_lengths": [None], "mel_targets": [None, None, hp.num_mels],
+              "linear_targets": [None, None, hp.num_freq]}
+    ph = {k: v1.placeholder(tf.int32 if "input" in k else tf.float32, s) for k, s in shapes.items()}
+    noise = {g: [v1.placeholder(tf.float32, [None, None, d]) for d in hp.prenet_depths]
+             for g in ("encoder_prenet", "decoder_prenet")}
+    global_step = tf.Variable(0, name="global_step", trainable=False, dtype=tf.int64)
+    with v1.variable_scope("model"):
+        with v1.variable_scope("inference"):
+            out = tacotron1(hp, spec["layout"], ph["inputs"], ph["input_lengths"], True, ph["mel_targets"],
+                            noise=noise)
+        loss = tacotron1_loss(hp, out, ph["mel_targets"], ph["linear_targets"])["loss"]
+        with v1.variable_scope("optimizer"):  # keithito's add_optimizer
+            step = tf.cast(global_step + 1, tf.float32)
+            lr = hp.initial_learning_rate * 4000.0 ** 0.5 * tf.minimum(step * 4000.0 ** -1.5, step ** -0.5)
+            opt = v1.train.AdamOptimizer(lr, hp.adam_beta1, hp.adam_beta2)
+            grads, variables = zip(*opt.compute_gradients(loss))
+            clipped, norm = tf.clip_by_global_norm(grads, 1.0)
+            with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+                optimize = opt.apply_gradients(zip(clipped, variables), global_step=global_step)
+    config = v1.ConfigProto()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True  # as the legacy runner: the ops as built
+    with v1.Session(graph=graph, config=config) as sess:
+        v1.train.Saver().restore(sess, spec["checkpoint"])  # every variable: the slot names are TF's own
+        log = []
+        for i in range(spec["steps"]):
+            feed = {ph[k]: arrays[f"{i}/{k}"] for k in ph}
+            feed.update({p: arrays[f"{i}/{g}/{j}"] for g, ps in noise.items() for j, p in enumerate(ps)})
+            log.append([float(x) for x in sess.run([loss, norm, lr, optimize], feed)[:3]])
+        values = {v.op.name: sess.run(v) for v in v1.global_variables()}
+np.savez(spec["out"], **values)
+print(json.dumps(log))
+'''
+
+
+_REFERENCE_ROWS = ([0, 2, 4], [1, 3, 0])  # train.txt rows of the two batches: repeated symbols, padding
+
+
+def _reference_batches(files):
+    examples = read_metadata(files["data"], HP)
+    for i, rows in enumerate(_REFERENCE_ROWS):
+        batch = load_batch([examples[j] for j in rows], HP)
+        yield batch, dropout_masks(batch, HP, 0, STEP + i)
+
+
+@pytest.fixture(scope="module")
+def tf1_reference(files):
+    """Two steps of keithito's training graph in a TF1 subprocess: ``(values by TF1 name, [(loss, norm, lr)])``."""
+    import json
+    import subprocess
+    import sys
+
+    root, arrays = files["root"], {}
+    for i, (batch, masks) in enumerate(_reference_batches(files)):
+        arrays.update({f"{i}/{k}": v for k, v in batch.items()})
+        arrays.update({f"{i}/{g}/{j}": m for g, ms in masks.items() for j, m in enumerate(ms)})
+    np.savez(root / "tf1_arrays.npz", **arrays)
+    spec = {"arrays": str(root / "tf1_arrays.npz"), "hparams": HP.to_dict(), "layout": LAYOUT,
+            "steps": len(_REFERENCE_ROWS), "checkpoint": files["ckpt"], "out": str(root / "tf1_values.npz")}
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=repo)
+    done = subprocess.run([sys.executable, "-c", _TF1_TRAIN, json.dumps(spec)], env=env, cwd=repo,
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(np.load(root / "tf1_values.npz")), json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(os.environ.get("SPEECHBLOCKS_TF1_TRAIN") != "1",
+                    reason="set SPEECHBLOCKS_TF1_TRAIN=1: keithito's training graph in a TF1 subprocess (minutes)")
+@pytest.mark.parametrize("framework", ["torch", "keras"])
+def test_two_steps_equal_keithitos_tf1_training_graph(files, tf1_reference, framework):
+    """Two steps of keithito's own add_optimizer graph (AdamOptimizer, clip_by_global_norm, UPDATE_OPS,
+    global_step) on batches of the data folder (repeated symbols and padding: IndexedSlices), restored from the
+    checkpoint (its slot names must be TF's own) = the trainer's weights, slots, beta powers, BN statistics.
+    Measured here: trainables 6.7e-9, BN statistics 9.2e-7 (torch) / 2.1e-7 (Keras), slots 3.0e-7 / 2.0e-7."""
+    if framework == "torch":
+        from torch_layers.tacotron1_trainer import Tacotron1Trainer
+    else:
+        from tf_layers.tacotron1_trainer import Tacotron1Trainer
+    tf1, tf1_log = tf1_reference
+    trainer = Tacotron1Trainer.load(files["ckpt"], "tf1")
+    params = trainer.trainable()
+    state = read_tf1_adam_state(files["ckpt"], params, {}, trainer.hparams)
+    log = [train_step(trainer, params, state, batch, masks) for batch, masks in _reference_batches(files)]
+    for (losses, lr, norm), (loss_ref, norm_ref, lr_ref) in zip(log, tf1_log):
+        assert losses["loss"] == pytest.approx(loss_ref, rel=1e-5) and norm == pytest.approx(norm_ref, rel=1e-5)
+        assert lr == pytest.approx(lr_ref, rel=1e-6)
+    weights = trainer.model.tf1_weights()
+    assert _max_rel(weights, {k: tf1[f"model/inference/{k}"] for k in weights}) < 1e-5
+    slots = {f"{k}/{s}": a for k, pair in state.slots.items() for s, a in zip(("Adam", "Adam_1"), pair)}
+    assert _max_rel(slots, {k: tf1[f"model/optimizer/model/inference/{k}"] for k in slots}) < 1e-5
+    assert state.beta1_power == tf1["model/optimizer/beta1_power"] and int(tf1["global_step"]) == STEP + 2

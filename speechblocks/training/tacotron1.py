@@ -145,7 +145,7 @@ def _new_run(trainer_cls, options: Tacotron1TrainOptions) -> _Run:
 def _resumed_run(trainer_cls, options: Tacotron1TrainOptions, record: dict, latest: dict) -> _Run:
     ckpt_dir = os.path.join(options.run, "checkpoints")
     trainer = trainer_cls.load(os.path.join(ckpt_dir, latest["model"]), trainer_cls.framework, record["hparams"],
-                               options.overrides)
+                               None)
     meta, arrays = read_state(os.path.join(ckpt_dir, latest["state"]))
     state = state_from_arrays(arrays, trainer.trainable(), int(meta["global_step"]), f"RUN {options.run!r}")
     return _Run(record, trainer, state, int(meta["batches_done"]))
@@ -158,6 +158,8 @@ def _check_resume(options: Tacotron1TrainOptions, record: dict, framework: str) 
     if options.source is not None and os.path.abspath(options.source) != record.get("source"):
         raise UsageError(f"RUN {options.run!r} already fine-tunes {record.get('source')!r}: resume it without "
                          f"--from, or start another RUN")
+    if options.hparams is not None or options.overrides:
+        raise UsageError(f"RUN {options.run!r} keeps the hparams of its run.json: resume it without --hparams/--set")
     for name, given in (("batch_size", options.batch_size), ("seed", options.seed)):
         if given is not None and int(given) != record.get(name):
             raise UsageError(f"RUN {options.run!r} uses {name} {record.get(name)}; a resumed run keeps it")

@@ -37,8 +37,9 @@ __all__ = ["EPSILON", "SPARSE_VARIABLES", "AdamState", "apply_tf1_adam", "clip_b
 EPSILON = 1e-8
 #: variables whose TF1 gradient is ``IndexedSlices`` (``tf.nn.embedding_lookup``)
 SPARSE_VARIABLES = ("embedding",)
-#: where TF1 puts a slot (keithito creates the optimizer in ``variable_scope('model/optimizer')``; TF1's
-#: ``slot_creator`` opens the slot's scope inside it): the first prefix that holds every slot is used
+#: where TF1 puts a slot: keithito creates the optimizer in ``variable_scope('model/optimizer')`` and TF1's
+#: ``slot_creator`` opens the slot's scope inside it (``model/optimizer/model/inference/<var>/Adam``; TF's own
+#: ``Saver`` restores these names in tests/test_train_tacotron1.py); the first prefix holding every slot is used
 _SLOT_PREFIXES = ("model/optimizer/model/inference/", "model/inference/")
 
 

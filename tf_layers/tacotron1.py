@@ -27,6 +27,9 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 _MODEL_KWARGS = ("name", "dtype", "trainable")
 _BLOCK = "Tacotron1"
+#: hparams a checkpoint's shapes do not determine (a preset given to from_tf1_checkpoint supplies them)
+_NON_SIZES = frozenset({"variant", "sample_rate", "max_iters", "cleaners", "adam_beta1", "adam_beta2",
+                        "initial_learning_rate", "decay_learning_rate", "learning_rate_decay_halflife", "attention"})
 
 
 def _prefixed(prefix: str, variables: dict) -> dict:
@@ -308,8 +311,9 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         """The model a keithito/mimic2 TF1 checkpoint holds, every variable of ``model/inference/`` loaded.
 
         The shapes give the layout and every size (:func:`speechblocks.tacotron1_schema.infer_layout_and_hparams`);
-        the rest (``max_iters``, sample rate, ...) come from ``hparams`` (default: the variant's preset) and
-        ``overrides``, whose sizes must agree with the shapes. TF < 1.2 ``weights``/``biases`` names are read as
+        ``hparams``: ``None`` (the checkpoint's sizes on its variant's preset), a preset name (its non-size values,
+        the checkpoint's sizes) or a mapping / ``Tacotron1HParams`` taken as given; ``overrides`` apply last; the
+        result must fit the shapes. TF < 1.2 ``weights``/``biases`` names are read as
         ``kernel``/``bias``. Keywords ``layout``, ``mask_memory``, ``seed``, ``name``, ``dtype`` go to the model.
 
         Raises:
@@ -366,9 +370,13 @@ def _model_for(cls, weights: dict, layout, hparams, overrides: dict, source: str
     shapes = {k: tuple(v.shape) for k, v in weights.items()}
     _, found, inferred = infer_layout_and_hparams({f"{TACOTRON1_SCOPE}/{k}": s for k, s in shapes.items()}, source)
     layout = model_keys.pop("layout", None) or layout or found
-    base = inferred if hparams is None else hparams
-    hp = base if isinstance(base, Tacotron1HParams) and not overrides else resolve_tacotron1_hparams(base,
-                                                                                                     **overrides)
+    if isinstance(hparams, str):  # a preset: its non-size values, the tensors' sizes (as torch_layers.Tacotron1)
+        sizes = {k: v for k, v in inferred.to_dict().items() if k not in _NON_SIZES and k not in overrides}
+        hp = resolve_tacotron1_hparams(hparams, **sizes, **overrides)
+    else:
+        base = inferred if hparams is None else hparams
+        hp = base if isinstance(base, Tacotron1HParams) and not overrides else resolve_tacotron1_hparams(
+            base, **overrides)
     hp, layout = resolve_tacotron1_model(hp, layout)
     problems = shape_problems(shapes, tf1_variable_shapes(hp, layout), "the hparams")
     if problems:

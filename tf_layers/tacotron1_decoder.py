@@ -52,6 +52,8 @@ class Tacotron1Decoder(TF1WeightsMixin, keras.layers.Layer):
         mask_memory: bool, mask the attention scores past the input lengths (default False: the original).
         tf1_scope: TF1 scope of the names (default ``"model/inference"``): ``memory_layer/kernel`` and everything
             under ``decoder/`` (:func:`speechblocks.tacotron1_schema.tf1_variable_shapes`).
+        seed: optional int seed of the pre-net's random dropout (training without ``prenet_masks``; each step draws
+            statelessly from one seed per call).
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Call arguments:

@@ -14,7 +14,8 @@ random weights no output frame is ever exactly zero, so the free-running loop ru
 check asserts it (steps == 200 on every side).
 
 Synthesis is also timed with ``max_iters=1`` (encoder, one step, post CBHG), so the cost of one decoder step is
-``(T(200) - T(1)) / 199`` on every side. ``profile`` lines: the ops of largest self time per decoder step in a
+``(T(200) - T(1)) / 199`` on every side (with the post CBHG's ``r`` frames of that step: its BiGRU runs
+over all ``steps * r`` frames). ``profile`` lines: the ops of largest self time per decoder step in a
 30-step synthesis (torch: ``torch.profiler``; Keras: TensorFlow's profiler trace; TF1: the session's step stats).
 
 Target (issue): synthesis of 100 symbols, 200 steps, batch 1: Keras and torch <= 0.9x the TF1 graph.
@@ -103,8 +104,9 @@ def method_line() -> str:
     return (f"method: each side in its own clean subprocess (Keras Tacotron1.synthesize and model(...) eagerly; "
             f"torch Tacotron1.eval() under inference_mode; TF1 keithito while_loop graph by session.run with "
             f"TF_USE_LEGACY_KERAS=1, inputs held in graph variables), {THREADS} intra-op + {THREADS} inter-op "
-            f"threads each, one TF1 checkpoint (Saver) loaded by from_tf1_checkpoint, seed-0 inputs; 2 warm-up "
-            f"calls, then {ROUNDS} rounds of one call per side in rotating order; median per call")
+            f"threads each (OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}), one TF1 checkpoint "
+            f"(Saver) loaded by from_tf1_checkpoint, seed-0 inputs; 2 warm-up calls, then {ROUNDS} "
+            f"rounds of one call per side in rotating order; median per call")
 
 
 def run_preset(preset: str, tmp: str) -> dict:
@@ -154,8 +156,9 @@ def report(preset: str, res: dict) -> None:
             f"{LABEL[k]} " + " ".join(f"{s:.3f}" for s in v) for k, v in res[key].items()), flush=True)
     per_step = {k: (synth[k] - short[k]) / (steps - 1) for k in SIDES}
     print("one-step synthesis (encoder + 1 decoder step + post CBHG): " + ", ".join(
-        f"{LABEL[k]} {short[k] * 1e3:.1f} ms" for k in SIDES) + "; per decoder step (T(200) - T(1)) / 199: "
-        + ", ".join(f"{LABEL[k]} {per_step[k] * 1e3:.3f} ms" for k in SIDES), flush=True)
+        f"{LABEL[k]} {short[k] * 1e3:.1f} ms" for k in SIDES) + "; per step (T(200) - T(1)) / 199, a decoder step "
+        "and its r frames of the post CBHG: " + ", ".join(f"{LABEL[k]} {per_step[k] * 1e3:.3f} ms" for k in SIDES),
+        flush=True)
     for side in SIDES:
         rows = res["info"][side].get("profile") or []
         print(f"profile {LABEL[side]} ({PROFILE_STEPS}-step synthesis, self time per decoder step): " + "; ".join(

@@ -2,7 +2,7 @@
 Tacotron-1 branch (:mod:`speechblocks.synthesis_tacotron1` does the work)."""
 from __future__ import annotations
 
-from .. import audio_commands, synthesis
+from .. import synthesis
 from ..errors import UsageError
 from ..synthesis_tacotron1 import encode_tacotron1_texts, load_tacotron1, synthesize_tacotron1
 from ._common import load_tensorflow, load_torch, say, user_input
@@ -49,15 +49,6 @@ def run_tacotron1(args, texts, outputs, plots, wav_paths, kind: str, framework: 
     results = synthesize_tacotron1(model, encoded, args.max_iters, texts)
     wavs, sample_rate = (_wavs(results, model.hparams, audio_settings, args.griffin_lim_iters, args.seed)
                          if wav_paths else (None, None))
-    synthesis.write_outputs(results, outputs, plots)
-    if wavs is not None:
-        audio_commands.write_wavs(wavs, wav_paths, sample_rate)
-    for path, res in zip(outputs, results):
-        stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
-        print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
-    for p in plots or ():
-        print(f"{p}: alignment and mel spectrogram")
-    for p, w in zip(wav_paths or (), wavs or ()):
-        print(f"{p}: {w.shape[0] / sample_rate:.2f} s at {sample_rate} Hz (Griffin-Lim of the linear output, "
-              f"end point trimmed)")
+    synthesis.write_and_report(results, outputs, plots, wavs, wav_paths, sample_rate,
+                               "Griffin-Lim of the linear output, end point trimmed")
     return 0

@@ -109,15 +109,6 @@ def run(args) -> int:
         tell = (lambda line: say(NAME, line)) if sys.stderr.isatty() and not args.quiet else None
         wavs = audio_commands.griffin_lim_wavs([r.mel for r in results], audio_hp, args.griffin_lim,
                                                args.griffin_lim_iters, args.seed, progress=tell)
-    synthesis.write_outputs(results, outputs, plots)
-    if wavs is not None:
-        audio_commands.write_wavs(wavs, wav_paths, audio_hp.sample_rate)
-    for path, res in zip(outputs, results):
-        stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
-        print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
-    for p in plots or ():
-        print(f"{p}: alignment and mel spectrogram")
-    for p, w in zip(wav_paths or (), wavs or ()):
-        print(f"{p}: {w.shape[0] / audio_hp.sample_rate:.2f} s at {audio_hp.sample_rate} Hz (Griffin-Lim, "
-              f"{args.griffin_lim})")
+    synthesis.write_and_report(results, outputs, plots, wavs, wav_paths, audio_hp.sample_rate if wav_paths else None,
+                               f"Griffin-Lim, {args.griffin_lim}")
     return 0

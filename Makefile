@@ -30,16 +30,20 @@ $(STAMP): setup.cfg setup.py pyproject.toml
 	$(PY) -m speechblocks.assets ge2e $(GE2E) || echo "note: no pretrained GE2E weights (PyPI unreachable?); make demo embeds with random weights"
 	touch $(STAMP)
 
+# Where PYTHONDONTWRITEBYTECODE is set (this machine and CI), Python writes no .pyc: every process of the run (the
+# xdist workers, the TF1 reference servers, the ~40 tests that start a subprocess) compiled TensorFlow, Keras and
+# torch from source again (~15 s of CPU each: `import tensorflow, keras, torch` 26.9 s of CPU without .pyc files,
+# 11.5 s with). The test run lets the first importer write them; every later process reads them.
 test: install
-	$(PY) -m pytest -n $(JOBS) -q
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(JOBS) -q
 
 parity: install
-	.venv/bin/speechblocks parity
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/speechblocks parity
 
 demo: install
 	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
 		|| echo "note: flite unavailable (no apt-get): the demo's reference recording is a synthetic voice"
-	$(PY) -m parity_tests.demo
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m parity_tests.demo
 
 # a small Tacotron-2 trained from scratch on a flite corpus until it aligns (about 30 minutes on 2 cores; not in test)
 train-demo: install

@@ -1,23 +1,21 @@
 """Keras ``Tacotron1``: keithito/tacotron (both checkpoint layouts) and MycroftAI/mimic2, number for number."""
 from __future__ import annotations
 
-import json
 import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from speechblocks.tacotron1_hparams import Tacotron1HParams, resolve_tacotron1_hparams
 from speechblocks.tacotron1_model import (
     NOISE_MASK_KEYS,
     PRENET_DROP_RATE,
     TACOTRON1_SCOPE,
+    fit_tacotron1_hparams,
     resolve_tacotron1_model,
     teacher_forced_steps,
 )
-from speechblocks.tacotron1_schema import canonical_names, infer_layout_and_hparams, tf1_variable_shapes
-from speechblocks.tacotron2_schema import shape_problems
+from speechblocks.tacotron1_schema import canonical_names
 
 from ._validation import check_float_tensor, check_lengths
 from .cbhg import CBHG
@@ -27,10 +25,6 @@ from .tf1_exchange import TF1Variable, TF1WeightsMixin
 
 _MODEL_KWARGS = ("name", "dtype", "trainable")
 _BLOCK = "Tacotron1"
-#: hparams a checkpoint's shapes do not determine (a preset given to from_tf1_checkpoint supplies them)
-_NON_SIZES = frozenset({"variant", "sample_rate", "max_iters", "cleaners", "adam_beta1", "adam_beta2",
-                        "initial_learning_rate", "decay_learning_rate", "learning_rate_decay_halflife", "attention"})
-
 
 def _prefixed(prefix: str, variables: dict) -> dict:
     return {f"{prefix}/{k}": v for k, v in variables.items()}
@@ -189,6 +183,22 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         inputs, input_lengths, mel_targets = self._check_inputs(inputs, input_lengths, mel_targets)
         noise = self._check_noise(noise_masks, inputs, mel_targets, max_iters)
         training = bool(training)
+        if tf.executing_eagerly() and not training:  # what synthesize runs: one cached graph, not op by op
+            if input_lengths is None:
+                input_lengths = tf.fill(tf.shape(inputs)[:1], tf.shape(inputs)[1])
+            return self._inference_fn(max_iters)(inputs, input_lengths, mel_targets, noise)
+        return self._forward(inputs, input_lengths, mel_targets, max_iters, training, noise)
+
+    def _inference_fn(self, max_iters):
+        """The cached ``tf.function`` of an inference call with this ``max_iters`` (unknown batch and time)."""
+        cache = self.__dict__.setdefault("_inference_fns", {})
+        if max_iters not in cache:
+            cache[max_iters] = tf.function(
+                lambda ids, lens, mel, noise: self._forward(ids, lens, mel, max_iters, False, noise),
+                reduce_retracing=True)
+        return cache[max_iters]
+
+    def _forward(self, inputs, input_lengths, mel_targets, max_iters, training: bool, noise: dict) -> dict:
         memory = self.encode(inputs, input_lengths, training, noise.get("encoder_prenet"))
         frames, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters,
                                           training=training, prenet_masks=noise.get("decoder_prenet"))
@@ -221,14 +231,8 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         inputs, input_lengths, _ = self._check_inputs(inputs, input_lengths, None)
         if input_lengths is None:
             input_lengths = tf.fill(tf.shape(inputs)[:1], tf.shape(inputs)[1])
-        cache = self.__dict__.setdefault("_synthesize_fns", {})
-        fn = cache.get(max_iters)
-        if fn is None:
-            spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None,), tf.int32))
-            fn = tf.function(lambda ids, lens: self(ids, lens, max_iters=max_iters, training=False),
-                             input_signature=spec)
-            cache[max_iters] = fn
-        return {k: v.numpy() for k, v in fn(inputs, input_lengths).items()}
+        out = self._inference_fn(max_iters)(tf.cast(inputs, tf.int32), tf.cast(input_lengths, tf.int32), None, {})
+        return {k: v.numpy() for k, v in out.items()}
 
     # -- loss and gradients -------------------------------------------------------------------
     @property
@@ -342,24 +346,10 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
             ValueError (``MigratedFileError``): a torch file, a damaged file, a file of another model, hparams that
                 contradict the tensors.
         """
-        from speechblocks.migration.migrated_file import MigratedFileError, file_error, read_keras_file
+        from speechblocks.migration.tacotron1 import tacotron1_from_keras_file
 
-        path = os.fspath(path)
-        mf = read_keras_file(path, table_reader=lambda blocks_json, p: {})
-        try:
-            entry = json.loads(mf.model)
-            if entry.get("class_name") != "Tacotron1" or not isinstance(entry.get("hparams"), dict):
-                raise ValueError
-            stored = resolve_tacotron1_hparams(entry["hparams"])
-            layout = entry.get("layout")
-        except (TypeError, ValueError, KeyError, AttributeError):
-            raise MigratedFileError(f"{path!r}: its `model` entry is not a Tacotron-1 model (expected JSON with "
-                                    "class_name 'Tacotron1', valid hparams and a layout)") from None
-        try:
-            return _model_for(cls, mf.weights, layout, stored if hparams is None else hparams, overrides,
-                              f"migrated file {path!r}")
-        except ValueError as e:
-            raise file_error(path, e) from None
+        model_keys = {k: overrides.pop(k) for k in ("mask_memory", "seed", *_MODEL_KWARGS) if k in overrides}
+        return tacotron1_from_keras_file(path, cls, hparams, overrides, **model_keys)
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------
@@ -368,19 +358,7 @@ def _model_for(cls, weights: dict, layout, hparams, overrides: dict, source: str
     the shapes, the rest from ``hparams``/``overrides``; ``ValueError`` listing every contradiction."""
     model_keys = {k: overrides.pop(k) for k in ("layout", "mask_memory", "seed", *_MODEL_KWARGS) if k in overrides}
     shapes = {k: tuple(v.shape) for k, v in weights.items()}
-    _, found, inferred = infer_layout_and_hparams({f"{TACOTRON1_SCOPE}/{k}": s for k, s in shapes.items()}, source)
-    layout = model_keys.pop("layout", None) or layout or found
-    if isinstance(hparams, str):  # a preset: its non-size values, the tensors' sizes (as torch_layers.Tacotron1)
-        sizes = {k: v for k, v in inferred.to_dict().items() if k not in _NON_SIZES and k not in overrides}
-        hp = resolve_tacotron1_hparams(hparams, **sizes, **overrides)
-    else:
-        base = inferred if hparams is None else hparams
-        hp = base if isinstance(base, Tacotron1HParams) and not overrides else resolve_tacotron1_hparams(
-            base, **overrides)
-    hp, layout = resolve_tacotron1_model(hp, layout)
-    problems = shape_problems(shapes, tf1_variable_shapes(hp, layout), "the hparams")
-    if problems:
-        raise ValueError(f"{source} does not fit the hparams given:\n" + "\n".join(f"  - {p}" for p in problems))
+    hp, layout = fit_tacotron1_hparams(shapes, hparams, overrides, source, model_keys.pop("layout", None) or layout)
     model = cls(hp, layout, **model_keys)
     model.load_tf1_weights(weights, strict=True)
     return model

@@ -75,11 +75,12 @@ class TF1GRUCell(TF1WeightsMixin, keras.layers.Layer):
     def call(self, inputs, states, training=None):
         h = states[0] if isinstance(states, (list, tuple)) else states
         dt = inputs.dtype
-        gates = tf.sigmoid(tf.matmul(tf.concat([inputs, h], -1), tf.cast(self.gates_kernel, dt))
-                           + tf.cast(self.gates_bias, dt))
+        # bias_add, not `+`: TF fuses MatMul + BiasAdd into one oneDNN kernel (3-4x faster at batch 1)
+        gates = tf.sigmoid(tf.nn.bias_add(tf.matmul(tf.concat([inputs, h], -1), tf.cast(self.gates_kernel, dt)),
+                                          tf.cast(self.gates_bias, dt)))
         r, u = tf.split(gates, 2, axis=-1)
-        c = tf.tanh(tf.matmul(tf.concat([inputs, r * h], -1), tf.cast(self.candidate_kernel, dt))
-                    + tf.cast(self.candidate_bias, dt))
+        c = tf.tanh(tf.nn.bias_add(tf.matmul(tf.concat([inputs, r * h], -1), tf.cast(self.candidate_kernel, dt)),
+                                   tf.cast(self.candidate_bias, dt)))
         new_h = u * h + (1.0 - u) * c
         return new_h, [new_h]
 

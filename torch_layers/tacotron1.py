@@ -13,10 +13,15 @@ from torch import Tensor, nn
 
 from speechblocks.migration.migrated_file import MigratedFileError, file_error
 from speechblocks.state_dict import StateDictError
-from speechblocks.tacotron1_hparams import Tacotron1HParams, resolve_tacotron1_hparams
-from speechblocks.tacotron1_model import NOISE_MASK_KEYS, PRENET_DROP_RATE, TACOTRON1_SCOPE, resolve_tacotron1_model
-from speechblocks.tacotron1_schema import canonical_names, infer_layout_and_hparams, tf1_variable_shapes
-from speechblocks.tacotron2_schema import shape_problems
+from speechblocks.tacotron1_hparams import Tacotron1HParams
+from speechblocks.tacotron1_model import (
+    NOISE_MASK_KEYS,
+    PRENET_DROP_RATE,
+    TACOTRON1_SCOPE,
+    fit_tacotron1_hparams,
+    resolve_tacotron1_model,
+)
+from speechblocks.tacotron1_schema import canonical_names
 
 from ._functional import tf1_dropout
 from ._migrated_model import read_payload, state_dict_entry
@@ -304,22 +309,9 @@ class Tacotron1(TF1WeightsMixin, nn.Module):
         raw = read_tf1_weights(path, TACOTRON1_SCOPE, allow_nonfinite=allow_nonfinite)
         if not raw:
             raise ValueError(f"{_BLOCK}.from_tf1_checkpoint: {source} holds no variable under {TACOTRON1_SCOPE!r}.")
-        family, layout, found = infer_layout_and_hparams(
-            {f"{TACOTRON1_SCOPE}/{k}": tuple(np.shape(v)) for k, v in raw.items()}, source)
         shapes, renamed = canonical_names({k: tuple(np.shape(v)) for k, v in raw.items()})
         weights = {k: raw[renamed.get(k, k)] for k in shapes}
-        if isinstance(hparams, str):
-            sizes = {k: v for k, v in found.to_dict().items() if k not in _NON_SIZES and k not in overrides}
-            hp = resolve_tacotron1_hparams(hparams, **sizes, **overrides)
-        elif hparams is None and not overrides:
-            hp = found
-        else:
-            hp = resolve_tacotron1_hparams(found if hparams is None else hparams, **overrides)
-        hp, layout = resolve_tacotron1_model(hp, layout)
-        problems = shape_problems(shapes, tf1_variable_shapes(hp, layout), "the hparams")
-        if problems:
-            raise ValueError(f"{_BLOCK}.from_tf1_checkpoint: the hparams do not fit {source}:\n  - "
-                             + "\n  - ".join(problems))
+        hp, layout = fit_tacotron1_hparams(shapes, hparams, overrides, source)
         model = cls(hp, layout, mask_memory=mask_memory, device=device, dtype=dtype)
         model.load_tf1_weights(weights)
         return model.eval()
@@ -367,10 +359,6 @@ class Tacotron1(TF1WeightsMixin, nn.Module):
         return (f"variant={hp.variant!r}, layout={self.layout!r}, n_symbols={hp.n_symbols}, num_mels={hp.num_mels}, "
                 f"outputs_per_step={hp.outputs_per_step}, mask_memory={self.mask_memory}")
 
-
-#: hparams that no checkpoint shape determines (a preset given to from_tf1_checkpoint keeps its own values of them)
-_NON_SIZES = frozenset({"variant", "sample_rate", "max_iters", "cleaners", "adam_beta1", "adam_beta2",
-                        "initial_learning_rate", "decay_learning_rate", "learning_rate_decay_halflife", "attention"})
 
 
 def _stored_model(model_json, path: str) -> tuple[Tacotron1HParams, str]:

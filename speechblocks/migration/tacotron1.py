@@ -22,10 +22,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..tacotron1_hparams import Tacotron1HParams, resolve_tacotron1_hparams
-from ..tacotron1_model import resolve_tacotron1_model
-from ..tacotron1_schema import MODEL_SCOPE, Tacotron1ShapesError, check_preset_family, tf1_variable_shapes
-from ..tacotron2_schema import shape_problems
+from ..tacotron1_hparams import Tacotron1HParams
+from ..tacotron1_model import fit_tacotron1_hparams, resolve_tacotron1_model
+from ..tacotron1_schema import MODEL_SCOPE
 from .migrated_file import MigratedFileError, file_error, read_keras_file
 
 __all__ = ["TACOTRON1_CLASS", "tacotron1_model_entry", "tacotron1_checkpoint_hparams", "tacotron1_file_config",
@@ -39,37 +38,18 @@ def tacotron1_model_entry(hp: Tacotron1HParams, layout: str) -> str:
     return json.dumps({"class_name": TACOTRON1_CLASS, "hparams": hp.to_dict(), "layout": layout}, sort_keys=True)
 
 
-def _check_shapes(hp: Tacotron1HParams, layout: str, shapes: Mapping, implied_by: str, source: str) -> None:
-    problems = shape_problems(shapes, tf1_variable_shapes(hp, layout), implied_by)
-    if problems:
-        raise Tacotron1ShapesError(f"{source}: {problems[0]}" + (f" (and {len(problems) - 1} more)"
-                                                                  if len(problems) > 1 else ""), problems)
-
-
 def tacotron1_checkpoint_hparams(found, hparams=None, overrides: Mapping | None = None,
                                  source: str = "the checkpoint") -> Tacotron1HParams:
-    """The hparams of the Tacotron-1 model a checkpoint holds.
-
-    Args:
-        found: the checkpoint's ``speechblocks.tacotron1_schema.Tacotron1Found`` (layout, the hparams its shapes
-            give, the shapes).
-        hparams: ``None`` -- the preset of the layout with every size read from the shapes -- or a preset name
-            (``"keithito"``, ``"mimic2"``; a Tacotron-2 preset is refused), a mapping of original names or
-            ``Tacotron1HParams`` (its sizes must agree with the shapes).
-        overrides: hparams by original name, applied last (e.g. ``{"max_iters": 400}``).
-        source: how messages name the checkpoint.
+    """The hparams of the Tacotron-1 model a checkpoint holds (``found``: its
+    ``speechblocks.tacotron1_schema.Tacotron1Found``), as both frameworks' ``from_tf1_checkpoint`` resolve them
+    (:func:`speechblocks.tacotron1_model.fit_tacotron1_hparams`: ``None`` the checkpoint's own, a preset name its
+    non-size values on the shapes' sizes, a mapping as given; ``overrides`` last; the result must fit the shapes).
 
     Raises:
-        ModelFamilyError: a Tacotron-2 preset. ``Tacotron1ShapesError``: hparams whose sizes contradict the shapes
-            (one line naming the first variable; ``.problems`` lists them all). ``ValueError``: a bad hparam.
+        ModelFamilyError: a Tacotron-2 preset. ``Tacotron1ShapesError``: hparams whose sizes contradict the shapes.
+        ``ValueError``: a bad hparam.
     """
-    if isinstance(hparams, str):
-        check_preset_family(hparams, "tacotron1", source)
-    base = found.hparams.to_dict() if hparams is None else hparams
-    hp = resolve_tacotron1_hparams(base, **dict(overrides or {}))
-    hp, layout = resolve_tacotron1_model(hp, found.layout)
-    _check_shapes(hp, layout, found.shapes, "the hparams", source)
-    return hp
+    return fit_tacotron1_hparams(found.shapes, hparams, overrides, source, found.layout)[0]
 
 
 def tacotron1_checkpoint_variables(inv) -> dict[str, str]:
@@ -98,13 +78,15 @@ def tacotron1_file_config(model_json, path: str, shapes: Mapping | None = None, 
             raise ValueError
         stored, layout = resolve_tacotron1_model(entry["hparams"], entry.get("layout"))
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
-        raise MigratedFileError(f"{path!r}: its `model` entry is not a Tacotron1's (expected JSON with class_name "
+        raise MigratedFileError(f"{path!r}: its `model` entry is not a Tacotron-1 model (expected JSON with class_name "
                                 f"'Tacotron1', valid hparams and a layout)") from None
     try:
-        hp = resolve_tacotron1_hparams(stored if hparams is None else hparams, **dict(overrides or {}))
-        hp, layout = resolve_tacotron1_model(hp, layout)
         if shapes is not None:
-            _check_shapes(hp, layout, shapes, "the hparams", f"migrated file {path!r}")
+            hp, layout = fit_tacotron1_hparams(shapes, stored if hparams is None else hparams, overrides,
+                                               f"migrated file {path!r}", layout)
+        else:
+            hp, layout = resolve_tacotron1_model(stored if hparams is None else hparams, layout,
+                                                 **dict(overrides or {}))
     except ValueError as e:
         raise file_error(path, e) from None
     return hp, layout
@@ -119,7 +101,7 @@ def tacotron1_from_keras_file(path, cls, hparams=None, overrides: Mapping | None
             model, hparams contradicting the tensors.
     """
     path = os.fspath(path)
-    mf = read_keras_file(path)
+    mf = read_keras_file(path, table_reader=lambda blocks_json, where: {})  # a Tacotron-1 file has no block table
     if mf.model is None:
         raise MigratedFileError(f"{path!r} holds Tacotron-2 blocks, not a Tacotron-1 model")
     hp, layout = tacotron1_file_config(mf.model, path, {k: tuple(v.shape) for k, v in mf.weights.items()}, hparams,

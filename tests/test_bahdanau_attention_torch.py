@@ -1,5 +1,5 @@
 """Torch ``BahdanauAttention`` against a float64 numpy statement of TF contrib's content-only Bahdanau attention
-(/work/tacotron1_spec.md section 5), TorchScript, the input checks, TF1 names and the TF1 legacy graph."""
+(the contrib semantics), TorchScript, the input checks, TF1 names and the TF1 legacy graph."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,6 @@
 """The TF1 legacy reference of the Tacotron-1 family (``parity_tests/legacy/tf1_tacotron1.py``).
 
-Checked against an independent float64 numpy model written here from the spec (/work/tacotron1_spec.md): the
+Checked against an independent float64 numpy model written here from the originals' semantics: the
 graphs run in the legacy subprocess (``run_legacy``) with injected pre-net keep-masks, and the numpy model
 recomputes every output from the checkpoint the subprocess saved. Small sizes; the CBHG banks keep the
 originals' fixed K = 16 (encoder) and K = 8 (post), 128 channels. Checks: both attention block builders (with and

@@ -1,5 +1,5 @@
 """Torch ``Mimic2LocationAttention`` against a float64 numpy statement of mimic2's location-sensitive attention
-(/work/tacotron1_spec.md section 5: location features of the previous step's alignments, TF 'same' padding),
+(location features of the previous step's alignments, TF 'same' padding),
 TorchScript, the input checks, TF1 names and the TF1 legacy graph."""
 from __future__ import annotations
 

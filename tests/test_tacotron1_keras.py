@@ -2,10 +2,9 @@
 
 Independent references: (a) a float64 numpy re-statement of the decoder maths written here from the spec (one step
 of each layout, the teacher-forced loop with injected pre-net masks, the free-running loop with the exact-zero stop:
-all rows stopping after one step, and one row stopping while the other runs to ``max_iters``); (b) the TF1 legacy
-graph (``parity_tests/legacy/builders_tacotron1.py`` ``"Tacotron1"``): it writes a checkpoint, the model loads it
-with ``from_tf1_checkpoint``, and the outputs (training with injected masks, teacher-forced inference, free
-running), the losses and every variable's gradient are compared. Also: TF1 names of every layout against
+all rows stopping after one step, and one row stopping while the other runs to ``max_iters``). The TF1 legacy graph
+(outputs, losses, every variable's gradient, all three layouts) is ``parity_tests/cases/tacotron1.py``'s, for Keras
+and torch at once (one set of legacy graphs). Also: TF1 names of every layout against
 ``speechblocks.tacotron1_schema``, config round trip, ``tf.function`` with unknown batch and time, input checks,
 ``from_migrated``, and the two block options the model uses (``Prenet(dropout="training")``,
 ``CBHG(tf1_naming="keithito")``).
@@ -330,74 +329,33 @@ def test_from_migrated_reads_a_keras_model_file(tmp_path):
         Tacotron1.from_migrated(path)
 
 
-# -- the TF1 legacy graph -----------------------------------------------------------------------------------------
-LEGACY_B, LEGACY_T_IN, LEGACY_T_OUT = 2, 5, 6
+def test_tf1_loss_and_gradients_equal_torch():
+    """Keras ``tf1_loss_and_gradients`` against torch's on the same weights and keep-masks (the other framework as
+    the reference; torch's is held to the TF1 graph by parity_tests/cases/tacotron1.py): every loss term and the
+    gradient of every TF1 variable, within 1e-3 of each variable's largest |gradient| (absolute floor 1e-6: the conv
+    biases right before a training-mode batch norm have a zero gradient in exact maths, float32 noise here)."""
+    torch = pytest.importorskip("torch")
+    import torch_layers
 
-
-def _legacy_inputs():
-    g = np.random.default_rng(11)
-    b, t_in, t_out = LEGACY_B, LEGACY_T_IN, LEGACY_T_OUT
-    ins = dict(inputs=g.integers(1, 10, (b, t_in)).astype(np.int32), input_lengths=np.array([5, 3], np.int32),
-               mel_targets=g.standard_normal((b, t_out, M)).astype(np.float32),
-               linear_targets=g.standard_normal((b, t_out, 9)).astype(np.float32))
-    for i, d in enumerate(SMALL["prenet_depths"]):
-        ins[f"noise/encoder_prenet/{i}"] = (g.random((b, t_in, d)) > 0.5).astype(np.float32)
-        ins[f"noise/decoder_prenet/{i}"] = (g.random((b, t_out // R, d)) > 0.5).astype(np.float32)
-    return ins
-
-
-@pytest.fixture(scope="module")
-def legacy():
-    """``{layout: (training result, teacher-forced inference result, free-running result)}`` of one legacy run:
-    training (injected masks, loss and gradients), teacher-forced inference, free running (``max_iters`` 5)."""
-    from parity_tests.reference import LegacySpec, run_legacy
-
-    ins = _legacy_inputs()
-    plain = {k: ins[k] for k in ("inputs", "input_lengths")}
-    specs = []
-    for layout in LAYOUTS:
-        config = {"hparams": small_hparams(layout), "layout": layout}
-        specs += [LegacySpec("Tacotron1", config, ins, scope="model/inference", training=True, seed=21,
-                             options={"loss": True}),
-                  LegacySpec("Tacotron1", config, dict(plain, mel_targets=ins["mel_targets"]),
-                             scope="model/inference", seed=22),
-                  LegacySpec("Tacotron1", config, plain, scope="model/inference", seed=23)]
-    results = run_legacy(specs)
-    return {layout: results[3 * i:3 * i + 3] for i, layout in enumerate(LAYOUTS)}
-
-
-def _assert_outputs(out, reference, atol=1e-4):
-    for k in ("mel_outputs", "linear_outputs", "alignments"):
-        assert out[k].shape == reference[k].shape, k
-        np.testing.assert_allclose(np.asarray(out[k]), reference[k], atol=atol, err_msg=k)
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_matches_tf1_legacy_graph(legacy, layout):
-    """from_tf1_checkpoint of the legacy graph's checkpoint; training outputs with the same keep-masks, losses and
-    every variable's gradient (within 1e-3 of its largest |gradient|, plus 1e-7 for the proj_2 conv biases, whose
-    gradient through batch statistics is zero in exact arithmetic and rounding noise of ~1e-9 in both graphs);
-    teacher-forced inference; free running."""
-    from speechblocks.tf1_checkpoint import read_tf1_weights
-
-    train, forced, free = legacy[layout]
-    ins = _legacy_inputs()
-    model = Tacotron1.from_tf1_checkpoint(train.checkpoint, max_iters=5)
-    assert model.layout == layout and model.hparams == Tacotron1(small_hparams(layout), layout).hparams
-    preset = "mimic2" if layout == "mimic2" else "keithito"  # a preset: its other values, the checkpoint's sizes
-    assert Tacotron1.from_tf1_checkpoint(train.checkpoint, preset, max_iters=5).hparams == model.hparams
-    with pytest.raises(ValueError, match="do not fit|does not fit"):
-        Tacotron1.from_tf1_checkpoint(train.checkpoint, tacotron1_hparams(preset))  # full-size mapping: as given
-    noise = {g: [ins[f"noise/{g}/{i}"] for i in range(2)] for g in ("encoder_prenet", "decoder_prenet")}
-    args = (ins["inputs"], ins["input_lengths"])
-    _assert_outputs(model(*args, mel_targets=ins["mel_targets"], training=True, noise_masks=noise), train.outputs)
-    losses, grads = model.tf1_loss_and_gradients(*args, ins["mel_targets"], ins["linear_targets"], noise)
-    for k, v in losses.items():
-        np.testing.assert_allclose(v, train.outputs[f"loss/{k}"], rtol=1e-5, err_msg=k)
-    assert {f"grad/{k}" for k in grads} == {k for k in train.outputs if k.startswith("grad/")}
-    for k, g in grads.items():
-        ref = train.outputs[f"grad/{k}"]
-        np.testing.assert_allclose(g, ref, atol=1e-3 * np.abs(ref).max() + 1e-7, rtol=0, err_msg=k)
-    for result, mel in ((forced, ins["mel_targets"]), (free, None)):
-        model.load_tf1_weights(read_tf1_weights(result.checkpoint, "model/inference"))
-        _assert_outputs(model(*args, mel_targets=mel), result.outputs)
+    layout = "keithito-20170720"
+    keras_model = _model(layout, seed=3)
+    twin = torch_layers.Tacotron1(small_hparams(layout), layout)
+    twin.load_tf1_weights(keras_model.tf1_weights())
+    g = np.random.default_rng(4)
+    ids = g.integers(0, 10, (2, 7)).astype(np.int32)
+    lens = np.array([7, 4], np.int32)
+    mel = g.uniform(0, 1, (2, 8, M)).astype(np.float32)
+    lin = g.uniform(0, 1, (2, 8, 9)).astype(np.float32)
+    masks = {"encoder_prenet": [(g.random((2, 7, d)) < 0.5).astype(np.float32) for d in (6, 4)],
+             "decoder_prenet": [(g.random((2, 4, d)) < 0.5).astype(np.float32) for d in (6, 4)]}
+    losses, grads = keras_model.tf1_loss_and_gradients(ids, lens, mel, lin, masks)
+    t = torch.as_tensor
+    ref_losses, ref_grads = twin.tf1_loss_and_gradients(
+        t(ids).long(), t(lens).long(), t(mel), t(lin), {k: [t(m) for m in v] for k, v in masks.items()})
+    for k in ("mel_loss", "linear_loss", "loss"):
+        np.testing.assert_allclose(float(losses[k]), float(ref_losses[k]), rtol=1e-5)
+    assert sorted(grads) == sorted(ref_grads)
+    for name, ref in ref_grads.items():
+        ref = np.asarray(ref)
+        scale = max(float(np.max(np.abs(ref))), 1e-3)
+        assert float(np.max(np.abs(np.asarray(grads[name]) - ref))) <= 1e-3 * scale, name

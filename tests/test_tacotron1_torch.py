@@ -1,11 +1,11 @@
 """Torch ``Tacotron1`` / ``Tacotron1Decoder`` (keithito/tacotron both layouts, mimic2).
 
-Checked against (a) a float64 numpy statement of the decoder written here from /work/tacotron1_spec.md sections
-5-6 (one step, teacher forcing, free running with the exact-zero stop, ``max_iters``), reading the TF1 weights by
-their TF1 names, and (b) the TF1 legacy graph (``parity_tests/legacy``: the model loads the checkpoint the graph
-saved with ``from_tf1_checkpoint``; training outputs with injected masks, eval teacher forced and free running,
-losses and every variable's gradient). Also: TF1 names against the schema, state-dict and TF1 round trips, the
-migrated-file reader, train()/eval(), the loss and the ValueErrors.
+Checked against (a) a float64 numpy statement of the decoder written here from the originals'
+semantics (one step, teacher forcing, free running with the exact-zero stop, ``max_iters``), reading the TF1 weights by
+their TF1 names. The TF1 legacy graph (outputs, losses, every variable's gradient, all three layouts) is
+``parity_tests/cases/tacotron1.py``'s, for Keras and torch at once (one set of legacy graphs). Also: TF1 names
+against the schema, state-dict and TF1 round trips, the migrated-file reader, train()/eval(), the loss and the
+ValueErrors.
 """
 from __future__ import annotations
 
@@ -305,67 +305,3 @@ def test_from_migrated(tmp_path):
         Tacotron1.from_migrated(bad)
     with pytest.raises(MigratedFileError, match="do not fit"):
         Tacotron1.from_migrated(path, num_mels=7)
-
-
-# -- (b) against the TF1 legacy graph -----------------------------------------------------------------------------
-def _legacy_inputs():
-    rng = np.random.default_rng(0)
-    ins = {"inputs": rng.integers(0, 10, (B, T_IN)).astype(np.int32), "input_lengths": np.array([7, 4], np.int32)}
-    mel = rng.standard_normal((B, T_OUT, M)).astype(np.float32)
-    lin = rng.standard_normal((B, T_OUT, 9)).astype(np.float32)
-    masks = {}
-    for i, d in enumerate(SMALL["prenet_depths"]):
-        masks[f"noise/encoder_prenet/{i}"] = (rng.random((B, T_IN, d)) > 0.5).astype(np.float32)
-        masks[f"noise/decoder_prenet/{i}"] = (rng.random((B, T_OUT // 2, d)) > 0.5).astype(np.float32)
-    return ins, mel, lin, masks
-
-
-@pytest.fixture(scope="module")
-def legacy_results():
-    """Per layout: a training spec (teacher forced, injected masks, loss and gradients), an eval teacher-forced
-    and an eval free-running spec; one ``run_legacy`` call for all nine graphs."""
-    from parity_tests.reference import LegacySpec, run_legacy
-
-    ins, mel, lin, masks = _legacy_inputs()
-    specs = []
-    for preset, layout in CASES:
-        cfg = {"hparams": hparams(preset), "layout": layout}
-        specs += [LegacySpec("Tacotron1", cfg, {**ins, "mel_targets": mel, "linear_targets": lin, **masks},
-                             scope="model/inference", training=True, options={"loss": True}),
-                  LegacySpec("Tacotron1", cfg, {**ins, "mel_targets": mel}, scope="model/inference"),
-                  LegacySpec("Tacotron1", cfg, dict(ins), scope="model/inference", options={"max_iters": 4})]
-    results = run_legacy(specs)
-    return {layout: results[3 * i:3 * i + 3] for i, (_, layout) in enumerate(CASES)}
-
-
-def _close(out, ref, atol=1e-4):
-    for k in ("mel_outputs", "linear_outputs", "alignments"):
-        assert out[k].shape == ref[k].shape, k
-        np.testing.assert_allclose(out[k].detach().numpy(), ref[k], atol=atol, err_msg=k)
-
-
-@pytest.mark.skipif(not LEGACY, reason="the TF1 legacy reference needs tf_keras and its Tacotron-1 builders")
-@pytest.mark.parametrize("preset,layout", CASES)
-def test_matches_tf1_legacy_graph(legacy_results, preset, layout):
-    train, forced, free = legacy_results[layout]
-    ins, mel, lin, masks = _legacy_inputs()
-    model = Tacotron1.from_tf1_checkpoint(train.checkpoint, max_iters=SMALL["max_iters"])
-    assert (model.layout, model.hparams.variant, model.training) == (layout, preset, False)
-    noise = {g: [torch.as_tensor(masks[f"noise/{g}/{i}"]) for i in range(2)]
-             for g in ("encoder_prenet", "decoder_prenet")}
-    x, lengths = torch.as_tensor(ins["inputs"]).long(), torch.as_tensor(ins["input_lengths"]).long()
-    losses, grads = model.tf1_loss_and_gradients(x, lengths, torch.as_tensor(mel), torch.as_tensor(lin), noise)
-    for k, v in losses.items():
-        np.testing.assert_allclose(v, train.outputs[f"loss/{k}"], atol=1e-5, err_msg=k)
-    assert set(grads) == {k[5:] for k in train.outputs if k.startswith("grad/")}
-    for k, g in grads.items():
-        ref = train.outputs[f"grad/{k}"]
-        # 1e-3 of the variable's largest |gradient|; the biases before a batch norm have gradient 0 in exact
-        # maths (TF gives ~1e-10 of rounding), hence the floor
-        np.testing.assert_allclose(g, ref, atol=max(1e-3 * np.abs(ref).max(), 1e-7), rtol=0, err_msg=k)
-    with torch.no_grad():
-        _close(model.train()(x, lengths, torch.as_tensor(mel), None, noise), train.outputs)
-    model = Tacotron1.from_tf1_checkpoint(forced.checkpoint, max_iters=SMALL["max_iters"])  # moving stats unspent
-    with torch.no_grad():
-        _close(model(x, lengths, torch.as_tensor(mel)), forced.outputs)
-        _close(model(x, lengths, max_iters=4), free.outputs)

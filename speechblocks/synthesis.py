@@ -298,20 +298,3 @@ def write_outputs(results: list[SynthesisResult], paths: list[str], plots: list[
     jobs += [(path, lambda tmp, r=res: _plot(tmp, r)) for res, path in zip(results, plots or ())]
     write_all(jobs)
 
-
-def write_and_report(results, paths: list[str], plots: list[str] | None, wavs, wav_paths, sample_rate,
-                     how: str) -> None:
-    """Writes every output (all or nothing: :func:`write_outputs`, then the wavs) and prints one line per file;
-    ``how`` says how the wavs were made."""
-    from .audio_commands import write_wavs
-
-    write_outputs(results, paths, plots)
-    if wavs is not None:
-        write_wavs(wavs, wav_paths, sample_rate)
-    for path, res in zip(paths, results):
-        stop = f"stop at step {res.steps}" if res.stopped else f"no stop after {res.steps} steps (max_iters)"
-        print(f"{path}: {res.mel.shape[0]} frames x {res.mel.shape[1]} mels ({stop}): {res.cleaned!r}")
-    for p in plots or ():
-        print(f"{p}: alignment and mel spectrogram")
-    for p, w in zip(wav_paths or (), wavs or ()):
-        print(f"{p}: {w.shape[0] / sample_rate:.2f} s at {sample_rate} Hz ({how})")

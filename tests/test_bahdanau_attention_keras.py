@@ -121,3 +121,24 @@ def test_matches_tf1_legacy_graph():
             np.testing.assert_allclose(previous.numpy(), result.outputs["alignments"][:, :, t], atol=1e-6)
             np.testing.assert_allclose(context.numpy(), result.outputs["contexts"][:, t], atol=1e-5)
         assert (np.abs(result.outputs["alignments"][1, 4:]).max() == 0) == mask_memory
+
+
+def _deploy_inputs(b, t, q=5, units=4, e=6, seed=0):
+    g = np.random.default_rng(seed + 10 * b + t)
+    prev = g.random((b, t)).astype(np.float32)
+    return [g.standard_normal((b, q)).astype(np.float32), g.standard_normal((b, t, units)).astype(np.float32),
+            g.standard_normal((b, t, e)).astype(np.float32), prev / prev.sum(-1, keepdims=True)]
+
+
+def test_shared_layer_checks_and_deployment():
+    """The shared layer checks (config, saving, tf.function with unknown batch and time, mixed precision) and the
+    deployment checks (SavedModel in a fresh process, XLA, LiteRT)."""
+    from tests.helpers.keras_layer_test import run_keras_layer_test
+
+    run_keras_layer_test(
+        BahdanauAttention, dict(units=4, memory_size=6, query_size=5), _deploy_inputs,
+        expected_output_shape=lambda b, t: [(b, 6), (b, t)],
+        input_specs=[tf.TensorSpec((None, 5)), tf.TensorSpec((None, None, 4)), tf.TensorSpec((None, None, 6)),
+                     tf.TensorSpec((None, None))],
+        bad_inputs=[([np.zeros((2, 4), np.float32), np.zeros((2, 3, 4), np.float32), np.zeros((2, 3, 6), np.float32),
+                      np.zeros((2, 3), np.float32)], "query")])

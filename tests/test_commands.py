@@ -174,7 +174,8 @@ def test_values_the_argument_types_refuse_are_one_line_exit_2(tmp_path, capsys):
             (["mel", __file__, "--set", "trim_silence", "--out", "x.npy"],
              "speechblocks mel: error: --set 'trim_silence': expected NAME=VALUE, e.g. --set tacotron_dropout_rate=0"),
             (["mel", __file__, "--hparams", "nope", "--out", "x.npy"],
-             "speechblocks mel: error: --hparams 'nope' is neither a preset (rtvc, rayhane, keithito, mimic2) nor a JSON file"),
+             "speechblocks mel: error: --hparams 'nope' is neither a preset (rtvc, rayhane, keithito, mimic2) nor a "
+             "JSON file"),
             (["synthesize", "m.pt", "--text", "Hi.", "--max-iters", "0", "--out", "x.npy"],
              "speechblocks synthesize: error: --max-iters must be >= 1; got 0")):
         rc, out, err = _run(argv, capsys)

@@ -107,3 +107,17 @@ def test_matches_tf1_legacy_graph():
             context, previous = att(tf.constant(queries[:, t]), keys, tf.constant(memory), previous, lengths)
             np.testing.assert_allclose(previous.numpy(), result.outputs["alignments"][:, :, t], atol=1e-6)
             np.testing.assert_allclose(context.numpy(), result.outputs["contexts"][:, t], atol=1e-5)
+
+
+def test_shared_layer_checks_and_deployment():
+    """The shared layer checks and the deployment checks (SavedModel in a fresh process, XLA, LiteRT)."""
+    from tests.helpers.keras_layer_test import run_keras_layer_test
+    from tests.test_bahdanau_attention_keras import _deploy_inputs
+
+    run_keras_layer_test(
+        Mimic2LocationAttention, dict(units=4, filters=3, kernel_size=5, memory_size=6, query_size=5), _deploy_inputs,
+        expected_output_shape=lambda b, t: [(b, 6), (b, t)],
+        input_specs=[tf.TensorSpec((None, 5)), tf.TensorSpec((None, None, 4)), tf.TensorSpec((None, None, 6)),
+                     tf.TensorSpec((None, None))],
+        bad_inputs=[([np.zeros((2, 4), np.float32), np.zeros((2, 3, 4), np.float32), np.zeros((2, 3, 6), np.float32),
+                      np.zeros((2, 3), np.float32)], "query")])

@@ -359,3 +359,18 @@ def test_tf1_loss_and_gradients_equal_torch():
         ref = np.asarray(ref)
         scale = max(float(np.max(np.abs(ref))), 1e-3)
         assert float(np.max(np.abs(np.asarray(grads[name]) - ref))) <= 1e-3 * scale, name
+
+
+def test_decoder_shared_layer_checks_and_deployment():
+    """The decoder through the shared layer checks (free running to ``max_iters`` on random weights) and the
+    deployment checks (SavedModel in a fresh process, XLA, LiteRT)."""
+    from tests.helpers.keras_layer_test import run_keras_layer_test
+
+    def inputs(b, t):
+        g = np.random.default_rng(10 * b + t)
+        return [g.standard_normal((b, t, E)).astype(np.float32), np.maximum(1, t - np.arange(b)).astype(np.int32)]
+
+    run_keras_layer_test(
+        Tacotron1Decoder, dict(hparams=dict(small_hparams("keithito-20180906"), max_iters=3)), inputs,
+        expected_output_shape=lambda b, t: [(b, 3, M * R), (b, t, 3)],
+        bad_inputs=[([np.zeros((2, 3, E + 1), np.float32)], "memory")])

@@ -69,6 +69,11 @@ class Tacotron1Decoder(TF1WeightsMixin, keras.layers.Layer):
         ``(frames (batch, steps, num_mels * r), alignments (batch, T_in, steps))``.
 
     Masking: see ``mask_memory``; the original attends the padded memory.
+
+    Deployment: exports as a SavedModel (unknown batch and time, the loop inside the graph). Not for XLA: the
+    free-running loop collects its steps in dynamic-size ``TensorArray`` s, which ``jit_compile=True`` returns empty
+    (zero steps, no error). LiteRT conversion needs ``SELECT_TF_OPS`` (the loop's TensorList ops): the converted
+    model runs only in an interpreter with the flex delegate (TensorFlow kernels), not in ``ai_edge_litert``'s.
     """
 
     default_tf1_scope = "model/inference"

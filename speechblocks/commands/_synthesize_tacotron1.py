@@ -2,10 +2,9 @@
 Tacotron-1 branch (:mod:`speechblocks.synthesis_tacotron1` does the work)."""
 from __future__ import annotations
 
-from .. import synthesis
 from ..errors import UsageError
 from ..synthesis_tacotron1 import encode_tacotron1_texts, load_tacotron1, synthesize_tacotron1
-from ._common import load_tensorflow, load_torch, say, user_input
+from ._common import load_tensorflow, load_torch, say, user_input, write_and_report
 from ._options import overrides
 
 NAME = "synthesize"
@@ -49,6 +48,6 @@ def run_tacotron1(args, texts, outputs, plots, wav_paths, kind: str, framework: 
     results = synthesize_tacotron1(model, encoded, args.max_iters, texts)
     wavs, sample_rate = (_wavs(results, model.hparams, audio_settings, args.griffin_lim_iters, args.seed)
                          if wav_paths else (None, None))
-    synthesis.write_and_report(results, outputs, plots, wavs, wav_paths, sample_rate,
+    write_and_report(results, outputs, plots, wavs, wav_paths, sample_rate,
                                "Griffin-Lim of the linear output, end point trimmed")
     return 0

@@ -8,7 +8,7 @@ import numpy as np
 from .. import audio_commands, synthesis
 from ..errors import UsageError
 from ..synthesis_tacotron1 import source_family
-from ._common import load_tensorflow, load_torch, say, user_input
+from ._common import load_tensorflow, load_torch, say, user_input, write_and_report
 from ._options import count, existing_file, griffin_lim_options, hparams_options, overrides
 from ._synthesize_tacotron1 import run_tacotron1
 
@@ -109,6 +109,6 @@ def run(args) -> int:
         tell = (lambda line: say(NAME, line)) if sys.stderr.isatty() and not args.quiet else None
         wavs = audio_commands.griffin_lim_wavs([r.mel for r in results], audio_hp, args.griffin_lim,
                                                args.griffin_lim_iters, args.seed, progress=tell)
-    synthesis.write_and_report(results, outputs, plots, wavs, wav_paths, audio_hp.sample_rate if wav_paths else None,
+    write_and_report(results, outputs, plots, wavs, wav_paths, audio_hp.sample_rate if wav_paths else None,
                                f"Griffin-Lim, {args.griffin_lim}")
     return 0

@@ -91,6 +91,10 @@ LIMITS: dict[str, dict[str, Limit] | Callable[[dict, Sequence], dict[str, Limit]
         xla=Fails("the free-running loop's dynamic-size TensorArrays come back empty under XLA",
                   match="output shape (2, 0, 8) != (2, 5, 8)"),
         litert=SelectOps("TensorList ops of the decoder loop; " + _FLEX, ops=_TENSOR_LIST)),
+    "Tacotron1Decoder": dict(
+        xla=Fails("the free-running loop's dynamic-size TensorArrays come back empty under XLA",
+                  match="output shape (2, 0, 12) != (2, 3, 12)"),
+        litert=SelectOps("TensorList ops of the decoder loop; " + _FLEX, ops=_TENSOR_LIST)),
     "CBHG": dict(litert=SelectOps("TensorList ops of the GRU loop (unknown batch); " + _FLEX, ops=_TENSOR_LIST)),
     "SpeakerEncoder": dict(litert=SelectOps("TensorList ops of the LSTM loop (unknown batch); " + _FLEX,
                                             ops=_TENSOR_LIST)),

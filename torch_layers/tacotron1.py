@@ -30,7 +30,7 @@ from .cbhg import CBHG
 from .location_sensitive_attention import check_memory_lengths
 from .prenet import Prenet
 from .tacotron1_decoder import Tacotron1Decoder
-from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
+from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1, tf1_training_gradients
 
 __all__ = ["Tacotron1"]
 
@@ -245,24 +245,8 @@ class Tacotron1(TF1WeightsMixin, nn.Module):
             model/inference: gradient (numpy, TF1 layout)}`` of every trainable variable (zeros where unused).
         """
         variables = {k: v for k, v in self._tf1_variables().items() if isinstance(v.tensor, nn.Parameter)}
-        saved = {name: b.detach().clone() for name, b in self.named_buffers()}
-        was_training = self.training
-        self.train()
-        try:
-            with torch.enable_grad():
-                losses = self.loss(self(inputs, input_lengths, mel_targets, None, noise_masks), mel_targets,
-                                   linear_targets)
-                grads = torch.autograd.grad(losses["loss"], [v.tensor for v in variables.values()], allow_unused=True)
-        finally:
-            self.train(was_training)
-            with torch.no_grad():
-                for name, b in self.named_buffers():
-                    b.copy_(saved[name])
-        gradients = {}
-        for (name, var), g in zip(variables.items(), grads):
-            value = np.zeros(tuple(var.tensor.shape), np.float32) if g is None else g.detach().cpu().numpy()
-            gradients[name] = var.to_tf1(value) if var.to_tf1 is not None else value
-        return {k: float(v.detach()) for k, v in losses.items()}, gradients
+        return tf1_training_gradients(self, variables, lambda: self.loss(
+            self(inputs, input_lengths, mel_targets, None, noise_masks), mel_targets, linear_targets))
 
     # -- TF1 exchange and files ----------------------------------------------------------------------------
 

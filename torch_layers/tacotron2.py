@@ -24,7 +24,7 @@ from .location_sensitive_attention import check_memory_lengths
 from .postnet import Postnet
 from .tacotron2_decoder import Tacotron2Decoder, flatten_noise_masks
 from .tacotron2_export import Tacotron2Encoder
-from .tf1_exchange import TF1Variable, TF1WeightsMixin
+from .tf1_exchange import TF1Variable, TF1WeightsMixin, tf1_training_gradients
 
 __all__ = ["Tacotron2", "Tacotron2Encoder", "MODEL_SCOPE"]
 
@@ -505,25 +505,11 @@ class Tacotron2(TF1WeightsMixin, nn.Module):
         """
         from .tacotron2_loss import tacotron2_loss
 
-        variables = self._tf1_trainable_bindings()
-        saved = {name: b.detach().clone() for name, b in self.named_buffers()}
-        was_training = self.training
-        self.train()
-        try:
-            with torch.enable_grad():
-                outputs = self(inputs, input_lengths, speaker_embeddings, mel_targets, None, noise_masks)
-                losses = tacotron2_loss(self, outputs, mel_targets, stop_token_targets, targets_lengths, linear_targets)
-                grads = torch.autograd.grad(losses["loss"], [v.tensor for v in variables.values()], allow_unused=True)
-        finally:
-            self.train(was_training)
-            with torch.no_grad():
-                for name, b in self.named_buffers():
-                    b.copy_(saved[name])
-        gradients = {}
-        for (name, var), g in zip(variables.items(), grads):
-            value = np.zeros(tuple(var.tensor.shape), np.float32) if g is None else g.detach().cpu().numpy()
-            gradients[name] = var.to_tf1(value) if var.to_tf1 is not None else value
-        return {k: float(v.detach()) for k, v in losses.items()}, gradients
+        def losses_fn():
+            outputs = self(inputs, input_lengths, speaker_embeddings, mel_targets, None, noise_masks)
+            return tacotron2_loss(self, outputs, mel_targets, stop_token_targets, targets_lengths, linear_targets)
+
+        return tf1_training_gradients(self, self._tf1_trainable_bindings(), losses_fn)
 
     @torch.jit.unused
     def encoder_module(self) -> nn.Module:

@@ -19,7 +19,7 @@ from speechblocks.tf1_exchange import TF1LoadReport, TF1WeightsError, assign_tf1
 from speechblocks.tf1_exchange import check_tf1_weights as check_tf1_weights  # re-exported
 
 __all__ = ["TF1Variable", "TF1WeightsError", "TF1LoadReport", "TF1WeightsMixin", "dense_from_tf1",
-           "dense_to_tf1", "conv1d_from_tf1", "conv1d_to_tf1"]
+           "dense_to_tf1", "conv1d_from_tf1", "conv1d_to_tf1", "tf1_training_gradients"]
 
 
 @dataclasses.dataclass
@@ -48,6 +48,42 @@ class TF1Variable:
     def assign(self, tf1_value: np.ndarray) -> None:
         v = self.from_tf1(tf1_value) if self.from_tf1 is not None else tf1_value
         self.tensor.copy_(torch.from_numpy(np.ascontiguousarray(v)).to(self.tensor.dtype))
+
+
+def tf1_training_gradients(module: torch.nn.Module, variables: Mapping[str, TF1Variable],
+                           losses_fn: Callable[[], Mapping[str, torch.Tensor]]
+                           ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """The body of every model's ``tf1_loss_and_gradients``: ``losses_fn()`` run once with ``module`` in ``train()``
+    and autograd on, then ``torch.autograd.grad`` of its ``"loss"`` entry -- what the TF1 graph's ``add_loss`` and
+    ``tf.gradients(loss, variables)`` compute. The module's mode, its buffers (batch-norm moving statistics) and the
+    parameters' ``.grad`` are left as they were.
+
+    Args:
+        module: the model.
+        variables: ``{TF1 name: TF1Variable}`` of the variables to differentiate (parameters).
+        losses_fn: runs the forward pass and the loss; returns ``{name: scalar tensor}`` with a ``"loss"`` entry.
+
+    Returns:
+        ``(losses, gradients)``: every loss as a Python float, and ``{TF1 name: gradient}`` (numpy, TF1 layout;
+        zeros where the loss does not depend on the variable).
+    """
+    saved = {name: b.detach().clone() for name, b in module.named_buffers()}
+    was_training = module.training
+    module.train()
+    try:
+        with torch.enable_grad():
+            losses = losses_fn()
+            grads = torch.autograd.grad(losses["loss"], [v.tensor for v in variables.values()], allow_unused=True)
+    finally:
+        module.train(was_training)
+        with torch.no_grad():
+            for name, b in module.named_buffers():
+                b.copy_(saved[name])
+    gradients = {}
+    for (name, var), g in zip(variables.items(), grads):
+        value = np.zeros(tuple(var.tensor.shape), np.float32) if g is None else g.detach().cpu().numpy()
+        gradients[name] = var.to_tf1(value) if var.to_tf1 is not None else value
+    return {k: float(v.detach()) for k, v in losses.items()}, gradients
 
 
 class TF1WeightsMixin:

@@ -40,14 +40,14 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import importlib.util
-import json
-import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
+
+from speechblocks.parity.report import rows_to_json as shared_rows_to_json
 
 from .cases._common import FLOAT32_TOL, LONG_RECURRENCE_TOL, to_numpy, torch_tensor
 from .report import Row, compare
@@ -79,7 +79,7 @@ def legacy_reference_available() -> bool:
 
 
 def rows_to_json(rows: list[Row]) -> str:
-    """The rows as a JSON list (``--json``).
+    """The rows as a JSON list (``--json``): :func:`speechblocks.parity.report.rows_to_json`.
 
     Args:
         rows: rows of :func:`run_checkpoint_parity` (or any parity rows).
@@ -88,13 +88,7 @@ def rows_to_json(rows: list[Row]) -> str:
         a JSON array of objects ``{"block", "comparison", "output", "max_abs", "tol", "passed", "note"}``;
         ``max_abs`` is ``null`` when it is not finite (e.g. outputs of different shapes; ``note`` says why).
     """
-    out = []
-    for r in rows:
-        max_abs = float(r.max_abs)
-        out.append({"block": r.block, "comparison": r.comparison, "output": r.output,
-                    "max_abs": max_abs if math.isfinite(max_abs) else None, "tol": float(r.tol),
-                    "passed": bool(r.passed), "note": r.note})
-    return json.dumps(out, indent=1, allow_nan=False)
+    return shared_rows_to_json(rows)
 
 
 # -- the probes: one block of the model, its legacy graph and its two twins ----------------------------------

@@ -30,6 +30,11 @@ APPLICATION = {"speechblocks.__main__", "speechblocks.cli", "speechblocks.synthe
 APPLICATION |= {"speechblocks.commands"} | {
     "speechblocks.commands." + f[:-3] for f in os.listdir(os.path.join(ROOT, "speechblocks", "commands"))
     if f.endswith(".py") and f != "__init__.py"}
+# the public parity API (speechblocks/parity/*) compares the frameworks' models and runs the TF1 reference: it
+# imports each framework (and parity_tests) lazily, when a callable of that framework is compared
+APPLICATION |= {"speechblocks.parity"} | {
+    "speechblocks.parity." + f[:-3] for f in os.listdir(os.path.join(ROOT, "speechblocks", "parity"))
+    if f.endswith(".py") and f != "__init__.py"}
 FRAMEWORKS = {"tensorflow", "keras", "tf_keras", "torch", "tf_layers", "torch_layers", "parity_tests"}
 #: (importer, imported) pairs from a framework into the application layer: none is left (the Keras
 #: ``Tacotron2.from_migrated`` and ``tf_layers.checkpoint`` read migrated files with the core's

@@ -11,6 +11,12 @@ value}`` set after the fill); ``assign_file`` -- an ``.npz`` of ``{full TF1 vari
 entries replace the random values of the graph's variables of those names (real weights, e.g. ~30M of a whole
 model, without passing them through JSON), with ``assign_file_strict`` every variable of the graph must be in it;
 ``save_checkpoint`` (default True) -- False skips writing the checkpoint (the result's ``checkpoint`` is ``""``).
+Each spec's ``meta.json`` also names the graph tensors of its inputs (``placeholders``) and outputs (``tensors``).
+
+A spec whose block is ``__meta_graph__`` runs a user's own TF1 checkpoint instead (``speechblocks.parity.TF1Graph``):
+its ``config`` holds ``checkpoint`` (a prefix with its ``.meta`` graph), ``feeds`` and ``fetches`` (``{name: graph
+tensor name}``); the graph is imported with ``tf.compat.v1.train.import_meta_graph``, restored with its ``Saver`` and
+run on the inputs (see :func:`run_meta_graph`).
 """
 from __future__ import annotations
 
@@ -154,7 +160,34 @@ def run_spec(spec: dict, inputs: dict[str, np.ndarray], out_dir: str, builders) 
     np.savez(os.path.join(out_dir, "outputs.npz"), **{k: np.asarray(v) for k, v in values.items()})
     full_scope = "/".join(p for p in (prefix.strip("/"), block_scope) if p)
     with open(os.path.join(out_dir, "meta.json"), "w") as f:
-        json.dump({"checkpoint": ckpt, "block_scope": full_scope}, f)
+        json.dump({"checkpoint": ckpt, "block_scope": full_scope,
+                   "placeholders": {k: t.name for k, t in tensors.items()},
+                   "tensors": {k: t.name for k, t in outputs.items()}}, f)
+
+
+META_GRAPH = "__meta_graph__"
+
+
+def run_meta_graph(spec: dict, inputs: dict[str, np.ndarray], out_dir: str) -> None:
+    """A user's own TF1 checkpoint: ``import_meta_graph(checkpoint + ".meta")``, its ``Saver`` restores the
+    variables, the ``fetches`` run on ``{feeds[name]: inputs[name]}``; outputs and ``meta.json`` as
+    :func:`run_spec`."""
+    os.makedirs(out_dir, exist_ok=True)
+    config = spec["config"]
+    prefix = config["checkpoint"]
+    graph = tf.Graph()
+    with graph.as_default():
+        saver = v1.train.import_meta_graph(prefix + ".meta", clear_devices=True)
+        fetches = {name: graph.get_tensor_by_name(t) for name, t in config["fetches"].items()}
+        feeds = {graph.get_tensor_by_name(config["feeds"][name]): value for name, value in inputs.items()}
+        with v1.Session(graph=graph, config=_session_config()) as sess:
+            if saver is not None:  # None: a graph without variables
+                saver.restore(sess, prefix)
+            values = sess.run(fetches, feeds)
+    np.savez(os.path.join(out_dir, "outputs.npz"), **{k: np.asarray(v) for k, v in values.items()})
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump({"checkpoint": prefix, "block_scope": "", "placeholders": dict(config["feeds"]),
+                   "tensors": dict(config["fetches"])}, f)
 
 
 def run_batch(spec_path: str, inputs_path: str, out_root: str, builders: dict) -> None:
@@ -164,7 +197,10 @@ def run_batch(spec_path: str, inputs_path: str, out_root: str, builders: dict) -
     arrays = dict(np.load(inputs_path))
     for spec in specs:
         inputs = {k: arrays[f"{spec['id']}::{k}"] for k in spec["input_names"]}
-        run_spec(spec, inputs, os.path.join(out_root, spec["id"]), builders)
+        if spec["block"] == META_GRAPH:
+            run_meta_graph(spec, inputs, os.path.join(out_root, spec["id"]))
+        else:
+            run_spec(spec, inputs, os.path.join(out_root, spec["id"]), builders)
 
 
 def serve(builders: dict) -> int:

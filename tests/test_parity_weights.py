@@ -122,7 +122,11 @@ def test_keras_to_torch_by_rules_then_back():
     report = move_weights(twin2, km2, TO_KERAS)
     assert report.ok and report.direction == "torch -> keras"
     np.testing.assert_allclose(run_keras(km2, X), run_torch(twin2, X), atol=1e-5, rtol=0)
-    assert "lstm/lstm_cell/kernel" in report.table() and "lstm_tf1" in str(report)
+    table = report.table().splitlines()  # one row per group: its destination weights braced
+    assert table[0] == "move_weights torch -> keras: 14 moved, 0 unmatched in src, 0 unmatched in dst, 0 warning(s)"
+    assert ["lstm.{weight_ih_l0,weight_hh_l0,bias_ih_l0,bias_hh_l0}", "lstm/lstm_cell/{kernel,recurrent_kernel,bias}",
+            "lstm_tf1"] in [row.split() for row in table]
+    assert len(table) == 2 + 7 and str(report) == report.table()
 
 
 def test_default_matching_by_layer_names_and_types():

@@ -385,7 +385,8 @@ def _rule_destinations(rule: _Rule, repl: str, dst: _Side, src_suffix: str) -> l
         return []
     known = conv.leaves[family(dst.framework)]
     if "*" in repl:
-        return [n for n in (repl.replace("*", leaf) for leaf in sorted(known)) if n in dst._tensors]
+        wanted = {repl.replace("*", leaf) for leaf in known}
+        return [n for n in dst.names if n in wanted]  # in the destination's order
     sets: dict[tuple[str, str], list[str]] = defaultdict(list)
     for n in dst.names:
         if not (n.startswith(repl) and n[len(repl):len(repl) + 1] in ("/", ".")):

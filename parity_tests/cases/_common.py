@@ -32,8 +32,11 @@ def torch_from_checkpoint(module, result):
 
 
 def keras_to_torch(keras_block, torch_module):
-    """Moves weights Keras -> torch through ``tf1_weights`` (the TF1 layout is the exchange format)."""
-    torch_module.load_tf1_weights(keras_block.tf1_weights())
+    """Moves weights Keras -> torch with the public ``speechblocks.parity.move_weights``: the project's blocks move by
+    their TF1 names (``tf1_weights()`` -> ``load_tf1_weights()``, strict: every name on both sides, all or nothing)."""
+    from speechblocks.parity.weights import move_weights
+
+    move_weights(keras_block, torch_module)
     return torch_module
 
 

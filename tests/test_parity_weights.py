@@ -210,6 +210,38 @@ def test_tf1_lstm_cell_dict_to_torch_lstm_with_forget_bias(steps):
     np.testing.assert_allclose(run(), ref(0.0), atol=1e-6, rtol=0)
 
 
+def test_a_real_tf1_checkpoint_read_in_numpy_to_torch(tmp_path):
+    """A TF1 checkpoint file (written by SaveV2, the op TF1's Saver runs) read by the framework-free reader, its
+    LSTMCell moved into a torch model with a rule: the torch model computes TF1's LSTM."""
+    import tensorflow as tf
+
+    from speechblocks.tf1_checkpoint import read_tf1_checkpoint
+
+    n_in, u = 3, 4
+    variables = {"model/rnn/lstm_cell/kernel": randn(n_in + u, 4 * u, seed=16),
+                 "model/rnn/lstm_cell/bias": randn(4 * u, seed=17), "global_step": np.int64(100)}
+    prefix = str(tmp_path / "model.ckpt-100")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(variables), shape_and_slices=[""] * len(variables),
+                      tensors=list(variables.values()))
+    ckpt = read_tf1_checkpoint(prefix, prefix="model")  # global_step left out
+    assert sorted(ckpt) == ["rnn/lstm_cell/bias", "rnn/lstm_cell/kernel"]
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(n_in, u, batch_first=True)
+
+    enc = Encoder()
+    report = move_weights(ckpt, enc, [(r"rnn/lstm_cell/.*", "rnn", "lstm_tf1")])
+    assert report.moved[0] == ("rnn/lstm_cell/{bias,kernel}", "rnn.weight_ih_l0", "lstm_tf1")
+    x = randn(2, 5, n_in, seed=18, scale=1.0)
+    with torch.no_grad():
+        got = enc.rnn(torch.from_numpy(x))[0].numpy()
+    ref = tf1_lstm_numpy(x.astype(np.float64), variables["model/rnn/lstm_cell/kernel"].astype(np.float64),
+                         variables["model/rnn/lstm_cell/bias"].astype(np.float64))
+    np.testing.assert_allclose(got, ref, atol=1e-6, rtol=0)
+
+
 def test_tf1_lstm_cell_dict_to_keras_lstm_and_torch_back_to_tf1_layout():
     n_in, u = 3, 2
     ckpt = {"cell/kernel": randn(n_in + u, 4 * u, seed=21), "cell/bias": randn(4 * u, seed=22)}
@@ -300,6 +332,12 @@ def test_project_blocks_move_by_tf1_names():
     with torch.no_grad():
         yt = tb(torch.from_numpy(x), [torch.from_numpy(m) for m in masks]).numpy()
     np.testing.assert_allclose(yt, yk, atol=1e-5, rtol=0)
+    # a dict of TF1 names (a checkpoint's block) into a project block: its load_tf1_weights, strict
+    fresh = torch_layers.Prenet(4, **config)
+    assert move_weights(kb.tf1_weights(), fresh).direction == "tf1 -> torch (TF1 names)"
+    np.testing.assert_array_equal(fresh.tf1_weights()["dense_2/bias"], kb.tf1_weights()["dense_2/bias"])
+    with pytest.raises(ValueError, match=r"cannot load TF1 weights \(1 problem\(s\)\); nothing was assigned"):
+        move_weights({**kb.tf1_weights(), "dense_3/bias": np.zeros(2, np.float32)}, fresh)
 
     cfg = dict(K=3, conv_channels=8, pool_size=2, projections=[12, 6], projection_kernel_size=3,
                n_highwaynet_layers=2, highway_units=6, rnn_units=4)

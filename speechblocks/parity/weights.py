@@ -407,7 +407,7 @@ def _rule_destinations(rule: _Rule, repl: str, dst: _Side, src_suffix: str) -> l
     return next(iter(sets.values()), [])
 
 
-def _rule_jobs(rules, src: _Side, dst: _Side, report: WeightReport) -> tuple[list[_Job], set[str]]:
+def _rule_jobs(rules, src: _Side, dst: _Side, report: WeightReport) -> list[_Job]:
     parsed = _parse_rules(rules)
     groups: dict[tuple[int, str], list[str]] = defaultdict(list)
     for name in src.names:
@@ -421,7 +421,7 @@ def _rule_jobs(rules, src: _Side, dst: _Side, report: WeightReport) -> tuple[lis
         raise ValueError(f"argument `rules`: no rule matches any of the {len(src.names)} source weights ({shown}).")
     used = {i for i, _ in groups}
     report.warnings += [f"{r.where} matched no source weight" for i, r in enumerate(parsed) if i not in used]
-    jobs, placed = [], set()
+    jobs = []
     for (i, repl), names in groups.items():
         rule = parsed[i]
         if not rule.converter.grouped and len(names) > 1:
@@ -433,8 +433,7 @@ def _rule_jobs(rules, src: _Side, dst: _Side, report: WeightReport) -> tuple[lis
             report.warnings.append(f"{rule.where}: destination {repl!r} (for {_brace(names)}) is not in `dst`")
             continue
         jobs.append(_Job(rule.converter, names, targets, rule.where))
-        placed.update(names)
-    return jobs, placed
+    return jobs
 
 
 # -- default matching by names and types -----------------------------------------------------------------
@@ -602,7 +601,7 @@ def move_weights(src, dst, rules=None, strict: bool = True) -> WeightReport:
     if rules is None:
         jobs = _default_jobs(src_side, dst_side, report)
     else:
-        jobs, _ = _rule_jobs(rules, src_side, dst_side, report)
+        jobs = _rule_jobs(rules, src_side, dst_side, report)
     values = _plan(jobs, src_side, dst_side, report)
     placed = {n for job in jobs for n in job.src}
     report.unmatched_src = [n for n in src_side.names if n not in placed]

@@ -163,8 +163,14 @@ class Side:
         return {KERAS: _keras_numpy, TORCH: _torch_numpy}.get(self.kind, _plain_numpy)(x)
 
     def run(self, inputs: Any) -> dict:
-        """``{output name: array}`` of one call on ``inputs`` (numpy)."""
-        return flatten_outputs(self.invoke(self.model, self.convert(inputs)), self.to_numpy)
+        """``{output name: array}`` of one call on ``inputs`` (numpy); a side meant to run in float64 whose floating
+        outputs are not float64 is noted."""
+        out = flatten_outputs(self.invoke(self.model, self.convert(inputs)), self.to_numpy)
+        narrow = sorted(k for k, v in out.items() if np.issubdtype(v.dtype, np.floating) and v.dtype != np.float64)
+        note = f"{self.label} ran in float64 but returned {narrow} in lower precision"
+        if self.float64 and narrow and note not in self.notes:
+            self.notes.append(note)
+        return out
 
     # -- float64 and randomness ----------------------------------------------------------------------------------
     def prepare(self, inputs: Any, float64: bool) -> None:

@@ -180,6 +180,23 @@ def _framework_outputs(hp, layout, weights, runs, steps, say, perturb) -> dict:
     return outputs
 
 
+def prefetch_tacotron1_legacy(checkpoint, *, steps: int = 20, batch: int = 2, seed: int = 0) -> None:
+    """Runs the TF1 reference graphs of ``run_tacotron1_checkpoint_parity(checkpoint, steps=, batch=, seed=)`` now
+    (hparams and layout read from the checkpoint), so that the later call finds them memoised in this process
+    (``parity_tests.reference.run_legacy``: the specs are keyed by content, the weights file named by its content).
+    ``make demo`` calls it in a background thread while the main thread does other work."""
+    from .checkpoint_parity import _weights_file
+    from .reference import run_legacy
+
+    weights, hp, layout = _read_model(checkpoint, None, None, lambda line: None)
+    weights_file = _weights_file(weights, MODEL_SCOPE)
+    try:
+        run_legacy(_legacy_specs(hp, layout, _runs(hp, int(batch), int(steps), seed), int(steps), weights_file, seed))
+    finally:
+        if os.path.exists(weights_file):
+            os.remove(weights_file)
+
+
 def run_tacotron1_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None = None, steps: int = 20,
                                     batch: int = 2, seed: int = 0, progress: Callable[[str], None] | None = None,
                                     skip_legacy: bool = False, _perturb: Callable | None = None) -> list[Row]:

@@ -184,6 +184,9 @@ def main(argv=None) -> int:
     out_dir = os.environ.get("SPEECHBLOCKS_DEMO_OUT", "demo-output")
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="speechblocks-demo-") as tmp:
+        from .demo_tacotron1 import start_background, tacotron1_section
+
+        t1_background = start_background(tmp)  # steps 8 and 11's TF1 graphs, on the other core meanwhile
         keras_file = os.path.join(tmp, "tacotron2.weights.h5")
         torch_file = os.path.join(tmp, "tacotron2.pt")
         for to, out in (("keras", keras_file), ("torch", torch_file)):
@@ -236,9 +239,7 @@ def main(argv=None) -> int:
             print(f"({time.perf_counter() - t:.1f} s)")
         rows.append(compare("Tacotron2 synthesize", "Keras<->torch", "mel_outputs (CLI, 150 steps)",
                             np.load(mels["keras"]), np.load(mels["torch"]), 1e-4))
-        from .demo_tacotron1 import tacotron1_section
-
-        rc, t1_rows = tacotron1_section(tmp, out_dir)
+        rc, t1_rows = tacotron1_section(tmp, out_dir, t1_background)
         if rc:
             return rc
     wav = os.path.splitext(mels["torch"])[0] + ".wav"

@@ -91,6 +91,41 @@ def test_free_running_is_traced_for_the_steps_the_call_ran(tacotron):
     assert steps.passed
 
 
+T1_SMALL = dict(num_mels=6, num_freq=9, outputs_per_step=2, embed_depth=5, prenet_depths=[6, 4], encoder_depth=6,
+                attention_depth=5, decoder_depth=7, postnet_depth=6, n_symbols=10, max_iters=5)
+#: Tacotron-1's decoder blocks (Keras paths), each paired with its torch module per step by the built-in match
+T1_DECODER = ["decoder/decoder_prenet", "decoder/attention_gru", "decoder/bahdanau_attention",
+              "decoder/cell_0_projection", "decoder/cell_1", "decoder/cell_2", "decoder/output_projection"]
+
+
+def test_tacotron1_decoder_steps_are_traced_and_a_perturbed_gru_named():
+    """keithito's layout: Keras' decoder step calls its layers (run eagerly), torch's TorchScript loop is replaced
+    for the trace by the same step over its modules; a +0.5 on the first decoder GRU's candidate bias (torch side)
+    is named."""
+    import tf_layers
+    import torch_layers
+
+    km = tf_layers.Tacotron1("keithito", "keithito-20180906", **T1_SMALL)
+
+    def torch_model(weights):
+        model = torch_layers.Tacotron1("keithito", "keithito-20180906", **T1_SMALL).eval()
+        model.load_tf1_weights(weights)
+        return model
+
+    inputs = {"inputs": np.array([[1, 2, 3, 4, 5, 6, 7]] * 2, np.int32), "input_lengths": np.array([7, 5], np.int32),
+              "mel_targets": np.random.default_rng(0).standard_normal((2, 6, 6)).astype(np.float32)}
+    report = compare(km, torch_model(km.tf1_weights()), inputs, trace=True)
+    assert report.ok and report.first_divergence is None and report.notes == []
+    for block in T1_DECODER:
+        assert [r.call for r in report.trace_rows if r.block == block] == [1, 2, 3], block
+    assert {"embedding", "encoder_cbhg", "post_cbhg"} <= {r.block for r in report.trace_rows}
+    weights = dict(km.tf1_weights())
+    name = next(n for n in weights if "cell_1/gru_cell/candidate/bias" in n)
+    weights[name] = weights[name] + np.where(np.arange(weights[name].size) == 0, 0.5, 0.0).astype(np.float32)
+    broken = compare(km, torch_model(weights), inputs, trace=True)
+    assert not broken.ok and broken.first_divergence == "decoder/cell_1"
+
+
 def test_instrumentation_is_removed_even_when_a_side_raises():
     import keras
     import torch

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ._sides import KERAS, Side, flatten_outputs, tolerance
+from ._sides import KERAS, TORCH, Side, flatten_outputs, tolerance
 from .report import max_abs_difference
 
 __all__ = ["replayer", "decoder_steps"]
@@ -42,6 +42,8 @@ def replayer(side: Side) -> Optional[Callable[[Side, Any, int], dict]]:
     """The block-by-block run of a side whose model hides its sub-blocks' calls, or ``None``."""
     if _is_project(side.obj, "Tacotron2"):
         return _replay_tacotron2
+    if _is_project(side.obj, "Tacotron1") and side.kind == TORCH:
+        return _replay_tacotron1_torch
     return None
 
 
@@ -147,3 +149,60 @@ def _torch_tacotron2(model, kw: dict, steps: int) -> dict:
                 frame = step_frames[:, -dec.num_mels:]
         return model._postprocess(torch.stack(frames, 1), post_masks)
 
+
+def _replay_tacotron1_torch(side: Side, inputs: Any, steps: int) -> dict:
+    """torch ``Tacotron1``: its decoder's TorchScript loop replaced, for this call, by the same step as the
+    decoder's own modules (Keras' ``Tacotron1Decoder.step`` already calls its layers, run eagerly)."""
+    decoder = side.model.decoder
+    decoder.forward = lambda *args, **kwargs: _torch_tacotron1_decoder(decoder, *args, **kwargs)
+    try:
+        out = side.invoke(side.model, side.convert(inputs))
+    finally:
+        del decoder.forward
+    return flatten_outputs(out, side.to_numpy)
+
+
+def _torch_tacotron1_decoder(dec, memory, memory_lengths=None, mel_targets=None, max_iters=None, noise_masks=None):
+    """``Tacotron1Decoder.forward`` as module calls: pre-net -> attention GRU -> attention -> ``cell0_projection``
+    -> two residual GRUs -> ``output_projection`` (``torch_layers.tacotron1_decoder.decoder_step``'s maths)."""
+    import torch
+    import torch.nn.functional as F
+
+    limit = dec._check_inputs(memory, memory_lengths, mel_targets, max_iters)
+    masks = dec._prenet_masks(noise_masks, memory.shape[0], limit)
+    lengths = memory_lengths if dec.mask_memory else None
+    keys = F.linear(memory, dec.attention.memory_layer.weight)
+    batch, max_time = memory.shape[0], memory.shape[1]
+    h_att = memory.new_zeros(batch, dec.attention_gru.num_units)
+    context = memory.new_zeros(batch, dec.memory_size)
+    align = memory.new_zeros(batch, max_time)
+    h1, h2 = memory.new_zeros(batch, dec.gru1.num_units), memory.new_zeros(batch, dec.gru2.num_units)
+    x = memory.new_zeros(batch, dec.num_mels)
+    finished = torch.zeros(batch, dtype=torch.bool)
+    frames_out, aligns = [], []
+    r = dec.outputs_per_step
+    for t in range(limit):
+        if mel_targets is not None and t:
+            x = mel_targets[:, r * t - 1].to(memory.dtype)
+        step_masks = None
+        if dec.training and all(m is not None for m in masks):
+            step_masks = [m[:, t].to(memory.dtype) for m in masks]
+        if dec.prenet_outside:
+            cell_in = torch.cat([dec.prenet(x, step_masks), context], 1)
+        else:
+            cell_in = dec.prenet(torch.cat([x, context], 1), step_masks)
+        h_att = dec.attention_gru(cell_in, h_att)
+        context, align = dec.attention(h_att, keys, memory, align, lengths)
+        out = dec.cell0_projection(torch.cat([h_att, context], 1))
+        h1 = dec.gru1(out, h1)
+        out = out + h1
+        h2 = dec.gru2(out, h2)
+        frames = dec.output_projection(out + h2)
+        frames_out.append(frames)
+        aligns.append(align)
+        if mel_targets is None:
+            x = frames[:, frames.shape[1] - dec.num_mels:]
+            finished = finished | (frames == 0).all(1)
+            if bool(finished.all()):
+                break
+    return torch.stack(frames_out, 1), torch.stack(aligns, 2)

@@ -211,7 +211,8 @@ class Side:
         if self.kind in (KERAS, TORCH) and not masks:
             for path, block in iter_blocks(self.obj, self.kind):
                 rate = getattr(block, "drop_rate", 0.0)
-                if type(block).__name__ == "Prenet" and isinstance(rate, (int, float)) and rate > 0:
+                always_on = getattr(block, "dropout", "always") != "training"  # Tacotron-1's drops in training only
+                if type(block).__name__ == "Prenet" and isinstance(rate, (int, float)) and rate > 0 and always_on:
                     notes.append(f"{self.label}: the pre-net {path or type(block).__name__!r} drops units at "
                                  f"inference too (the original's always-on dropout, rate {rate:g}) and no masks were "
                                  f"given; {advice}, or build it with drop_rate=0")

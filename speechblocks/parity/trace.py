@@ -33,8 +33,14 @@ from .report import max_abs_difference
 __all__ = ["TraceRow", "TracePlan", "plan_trace", "run_trace", "format_trace", "first_divergence_line",
            "trace_rows_to_dicts"]
 
-#: names the project's models give one block differently in the two frameworks (Keras name -> torch path)
-BUILTIN_MATCH = {"Tacotron2": {"inputs_embedding": "embedding"}}
+#: names the project's models give one block differently in the two frameworks (Keras path -> torch path)
+BUILTIN_MATCH = {
+    "Tacotron2": {"inputs_embedding": "embedding"},
+    "Tacotron1": {"decoder/decoder_prenet": "decoder.prenet", "decoder/attention_gru": "decoder.attention_gru",
+                  "decoder/bahdanau_attention": "decoder.attention",
+                  "decoder/location_sensitive_attention": "decoder.attention",
+                  "decoder/cell_0_projection": "decoder.cell0_projection", "decoder/cell_1": "decoder.gru1",
+                  "decoder/cell_2": "decoder.gru2", "decoder/output_projection": "decoder.output_projection"}}
 #: Keras call arguments that are call context, not data
 _CONTEXT_ARGS = ("training", "mask")
 

@@ -1,4 +1,4 @@
-"""Block-by-block runs of the project's Tacotron-2 models for a trace (:mod:`speechblocks.parity.trace`).
+"""Block-by-block runs of the project's Tacotron models for a trace (:mod:`speechblocks.parity.trace`).
 
 Both frameworks' ``Tacotron2`` fuse the decoder step into one function over packed weights, run in a compiled,
 TorchScript or native loop: none of the decoder's sub-blocks is called there, so no hook or wrapper could see
@@ -14,6 +14,10 @@ decoder step: ``decoder/decoder_prenet`` (the previous frame; the target frame `
 The replay runs in inference mode (no zoneout noise, batch norm moving statistics) for as many decoder steps as
 the compared call ran; injected pre-net and post-net masks are honoured. A note says when its outputs differ from
 the side's own call (then the call computed something the blocks do not).
+
+Tacotron-1: Keras' decoder step calls its layers (pre-net, attention GRU, attention, ``cell_0_projection``, the two
+residual GRUs, the output projection), seen once the Keras side runs eagerly; torch's decoder runs a TorchScript loop
+over weights, so for the traced call its ``forward`` is replaced by the same step over its modules.
 """
 from __future__ import annotations
 

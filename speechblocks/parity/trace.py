@@ -15,7 +15,9 @@ compiled or native loop), so no decoder sub-block is called there. Traced, each 
 block instead -- embedding, encoder convolutions, encoder LSTM, then per decoder step the pre-net, the decoder LSTM
 stack, the attention, the frame and stop projections as the blocks' own calls, then the post-net -- for as many
 steps as the compared call ran (``speechblocks.parity._replay``); a note says if that replay's outputs differ from
-the side's own call.
+the side's own call. Tacotron-1's torch decoder (a TorchScript loop) is replaced for the traced call by the same
+step over its modules; its Keras decoder calls its layers per step. The names the two frameworks give the
+Tacotron models' blocks differently are paired by :data:`BUILTIN_MATCH`.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import torch
 from speechblocks.tacotron1_schema import DECODER_CELL, attention_cell_scopes, tf1_variable_shapes
 from tests.test_bahdanau_attention_torch import same
 from torch_layers import MigratedFileError, Tacotron1, Tacotron1Decoder, TF1GRUCell
-from torch_layers.tacotron1_decoder import gru_step
+from torch_layers.tf1_gru_cell import gru_step
 
 SMALL = dict(num_mels=6, num_freq=9, outputs_per_step=2, embed_depth=5, prenet_depths=[6, 4], encoder_depth=6,
              attention_depth=5, decoder_depth=7, postnet_depth=6, n_symbols=10, max_iters=5)
@@ -157,12 +157,21 @@ def test_decoder_matches_numpy(preset, layout):
         np.testing.assert_allclose(align.numpy(), ref[1], atol=2e-5)
 
 
-def test_loop_gru_step_is_tf1_gru_cell():
+def test_gru_step_is_tf1_gru_cell_maths():
+    """The one GRU step the cell and the decoder loop run, against TF1 GRUCell's maths in float64 numpy."""
     torch.manual_seed(0)
     cell = TF1GRUCell(4, 3)
     x, h = torch.randn(2, 4), torch.randn(2, 3)
+    gk, gb = cell.gates.weight.detach().double().numpy().T, cell.gates.bias.detach().double().numpy()
+    ck, cb = cell.candidate.weight.detach().double().numpy().T, cell.candidate.bias.detach().double().numpy()
+    xn, hn = x.double().numpy(), h.double().numpy()
+    sig = 1.0 / (1.0 + np.exp(-(np.concatenate([xn, hn], 1) @ gk + gb)))
+    r, u = sig[:, :3], sig[:, 3:]
+    c = np.tanh(np.concatenate([xn, r * hn], 1) @ ck + cb)
+    want = u * hn + (1.0 - u) * c
     fast = gru_step(x, h, cell.gates.weight.t(), cell.gates.bias, cell.candidate.weight.t(), cell.candidate.bias)
-    np.testing.assert_allclose(fast.detach().numpy(), cell(x, h).detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(fast.detach().numpy(), want, atol=1e-6)
+    np.testing.assert_allclose(cell(x, h).detach().numpy(), want, atol=1e-6)
 
 
 @pytest.mark.parametrize("preset,layout", CASES[1:])

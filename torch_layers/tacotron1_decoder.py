@@ -23,29 +23,11 @@ from .location_sensitive_attention import check_memory_lengths
 from .mimic2_location_attention import Mimic2LocationAttention, location_term
 from .prenet import Prenet
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
-from .tf1_gru_cell import TF1GRUCell
+from .tf1_gru_cell import TF1GRUCell, gru_step
 
 __all__ = ["Tacotron1Decoder"]
 
 _BLOCK = "Tacotron1Decoder"
-
-
-def gru_step(x: Tensor, h: Tensor, gates_t: Tensor, gates_b: Tensor, cand_t: Tensor, cand_b: Tensor) -> Tensor:
-    """:class:`TF1GRUCell`'s step on its kernels laid out ``(in, out)`` (``weight.t()``), without its checks: the
-    form the decoder loop runs (``tests/test_tacotron1_torch.py`` checks it against ``TF1GRUCell.forward``).
-
-    Args:
-        x: ``(batch, input_size)``.
-        h: ``(batch, units)``.
-        gates_t, gates_b: ``(input_size + units, 2 * units)``, ``(2 * units,)``.
-        cand_t, cand_b: ``(input_size + units, units)``, ``(units,)``.
-
-    Returns:
-        the new state ``(batch, units)``.
-    """
-    r, u = torch.sigmoid(torch.addmm(gates_b, torch.cat([x, h], 1), gates_t)).chunk(2, 1)
-    c = torch.tanh(torch.addmm(cand_b, torch.cat([x, r * h], 1), cand_t))
-    return u * h + (1.0 - u) * c
 
 
 def prenet_apply(x: Tensor, weights: list[Tensor], biases: list[Tensor], masks: list[Tensor], t: int,
@@ -146,7 +128,7 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
     The pre-net's dropout (rate 0.5) is on in ``train()`` only; injected keep-masks replace it in either mode. Keys
     (``memory @ memory_layer``), the location kernel and the teacher-forced 20180906 pre-net are computed once per
     call; the loop (:func:`decode`, TorchScript, compiled once a process on first use; autograd runs through it)
-    runs no input checks, its GRU steps :func:`gru_step` (:class:`TF1GRUCell`'s maths on ``(in, out)`` kernels).
+    runs no input checks, its GRU steps :func:`~torch_layers.tf1_gru_cell.gru_step` (:class:`TF1GRUCell`'s own step).
 
     TF1 variables (names relative to ``model/inference``, :attr:`tf1_scope`): ``memory_layer/kernel`` and
     everything under ``decoder/`` of :func:`speechblocks.tacotron1_schema.tf1_variable_shapes`.

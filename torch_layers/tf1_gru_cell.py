@@ -16,7 +16,26 @@ from ._gru_layout import split_input_recurrent
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
 
-__all__ = ["TF1GRUCell", "bidirectional_tf1_gru"]
+__all__ = ["TF1GRUCell", "bidirectional_tf1_gru", "gru_step"]
+
+
+def gru_step(x: torch.Tensor, h: torch.Tensor, gates_t: torch.Tensor, gates_b: torch.Tensor, cand_t: torch.Tensor,
+             cand_b: torch.Tensor) -> torch.Tensor:
+    """The TF1 ``GRUCell`` step, on kernels laid out ``(in, out)`` (``weight.t()``), without checks: the one place
+    of its maths (:meth:`TF1GRUCell.forward` and the Tacotron-1 decoder loop, TorchScript, call it).
+
+    Args:
+        x: ``(batch, input_size)``.
+        h: ``(batch, units)``.
+        gates_t, gates_b: ``(input_size + units, 2 * units)``, ``(2 * units,)``.
+        cand_t, cand_b: ``(input_size + units, units)``, ``(units,)``.
+
+    Returns:
+        the new state ``(batch, units)``.
+    """
+    r, u = torch.sigmoid(torch.addmm(gates_b, torch.cat([x, h], 1), gates_t)).chunk(2, 1)
+    c = torch.tanh(torch.addmm(cand_b, torch.cat([x, r * h], 1), cand_t))
+    return u * h + (1.0 - u) * c
 
 
 class TF1GRUCell(TF1WeightsMixin, nn.Module):
@@ -74,10 +93,8 @@ class TF1GRUCell(TF1WeightsMixin, nn.Module):
         """
         check_float_tensor(inputs, "inputs", "TF1GRUCell", 2, self.input_size, self._in_doc)
         check_float_tensor(state, "state", "TF1GRUCell", 2, self.num_units, self._state_doc)
-        gates = torch.sigmoid(self.gates(torch.cat([inputs, state], dim=1)))
-        r, u = gates.chunk(2, dim=1)
-        c = torch.tanh(self.candidate(torch.cat([inputs, r * state], dim=1)))
-        return u * state + (1.0 - u) * c
+        return gru_step(inputs, state, self.gates.weight.t(), self.gates.bias, self.candidate.weight.t(),
+                        self.candidate.bias)
 
     def _tf1_variables(self):
         return {

@@ -8,6 +8,8 @@ JOBS    ?= 2
 EXPORT  := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 ai-edge-litert==2.3.0
 # the audio front-end (setup.cfg extra `audio`), pinned
 AUDIO   := librosa==0.11.0 soundfile==0.14.0 soxr==1.1.0 webrtcvad-wheels==2.0.14.post1
+# the recogniser of `speechblocks evaluate` (setup.cfg extra `eval`), pinned: its word error rates are tested
+EVAL    := pocketsphinx==5.1.1 jiwer==4.0.0
 # the documentation site and the PyPI description check (setup.cfg extra `docs`), pinned
 DOCS    := mkdocs==1.6.1 mkdocs-material==9.8.1 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11 twine==7.0.0 build==1.6.1
 # real pretrained GE2E weights: resemblyzer's wheel ships them (its dependencies are not needed)
@@ -18,7 +20,7 @@ GE2E    := .venv/assets/resemblyzer/pretrained.pt
 install: $(STAMP)
 
 DEPS    := $(PINS) numpy scipy scikit-learn pytest hypothesis pytest-xdist ruff h5py matplotlib unidecode inflect \
-	$(EXPORT) $(AUDIO) $(DOCS)
+	$(EXPORT) $(AUDIO) $(DOCS) $(EVAL)
 # uv resolves and installs the same pins in ~30 s (pip: ~2.5 min of a 15-minute CI budget). uv does not read pip's
 # configuration: the local CPU wheel of torch is found through pip's find-links; pip is the fallback.
 UV      := .venv/bin/uv

@@ -1,6 +1,6 @@
 """The ``speechblocks`` console script: :func:`main` and :func:`build_parser`, assembled from the commands of
 ``speechblocks/commands/`` (one module each: ``parity``, ``inspect``, ``migrate``, ``synthesize``, ``mel``,
-``griffin-lim``, ``embed``, ``preprocess``, ``train``, ``gta``, ``doctor``).
+``griffin-lim``, ``embed``, ``preprocess``, ``train``, ``gta``, ``evaluate``, ``doctor``).
 
 The conventions every command keeps (exit statuses 0/1/2/3/4, one-line errors, ``--debug``, quiet start-up, the
 checkpoint checks) are written in the package docstring of :mod:`speechblocks.commands`; the errors of the user's

@@ -25,7 +25,8 @@ APPLICATION = {"speechblocks.__main__", "speechblocks.cli", "speechblocks.synthe
                "speechblocks.synthesis_tacotron1",
                "speechblocks.migration.migrate", "speechblocks.assets",
                "speechblocks.migration",  # the package re-exports the driver
-               "speechblocks.preprocess"}  # loads the GE2E encoder (torch) through audio_commands
+               "speechblocks.preprocess",  # loads the GE2E encoder (torch) through audio_commands
+               "speechblocks.evaluation.pipeline"}  # `evaluate`'s steps: speaks with a model (synthesis, Griffin-Lim)
 # the command modules (speechblocks/commands/<name>.py, one a subcommand) belong to the application layer
 APPLICATION |= {"speechblocks.commands"} | {
     "speechblocks.commands." + f[:-3] for f in os.listdir(os.path.join(ROOT, "speechblocks", "commands"))

@@ -37,9 +37,9 @@ No module of this package imports a framework at module level: ``speechblocks --
 """
 from __future__ import annotations
 
-from . import doctor, embed, griffin_lim, gta, inspect, mel, migrate, parity, preprocess, synthesize, train
+from . import doctor, embed, evaluate, griffin_lim, gta, inspect, mel, migrate, parity, preprocess, synthesize, train
 
 __all__ = ["COMMANDS"]
 
 #: the commands, in the order of ``speechblocks --help``
-COMMANDS = (parity, inspect, migrate, synthesize, mel, griffin_lim, embed, preprocess, train, gta, doctor)
+COMMANDS = (parity, inspect, migrate, synthesize, mel, griffin_lim, embed, preprocess, train, gta, evaluate, doctor)

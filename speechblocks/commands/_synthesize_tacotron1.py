@@ -10,8 +10,9 @@ from ._options import overrides
 NAME = "synthesize"
 
 
-def _split_settings(settings: dict) -> tuple[dict, dict]:
-    """``--set`` as ``(model hparams, audio hparams)``; a name that is neither is a usage error."""
+def split_settings(settings: dict) -> tuple[dict, dict]:
+    """``--set`` of a Tacotron-1 model as ``(model hparams, audio hparams)`` (``synthesize``, ``evaluate``); a name
+    that is neither is a usage error."""
     from ..audio.params import AUDIO_HPARAM_NAMES
     from ..tacotron1_hparams import TACOTRON1_HPARAM_NAMES
 
@@ -38,7 +39,7 @@ def run_tacotron1(args, texts, outputs, plots, wav_paths, kind: str, framework: 
         raise UsageError("a Tacotron-1 model (keithito/tacotron, mimic2) has no speaker embedding: drop "
                          "--speaker-embedding / --speaker-wav")
     (load_tensorflow if framework == "keras" else load_torch)()
-    model_settings, audio_settings = _split_settings(overrides(args.set))
+    model_settings, audio_settings = split_settings(overrides(args.set))
     with user_input():  # the model file, the hparams and the --set values
         model = load_tacotron1(args.source, kind, framework, args.hparams, model_settings)
     cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())

@@ -262,3 +262,31 @@ def test_help_has_examples(capsys):
         main(["evaluate", "--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "speechblocks evaluate " in out.split("examples:")[1] and "--reference-dir" in out
+
+
+def test_evaluate_a_tacotron1_model(tiny, tmp_path, capsys):
+    """keithito's family: each sentence alone, Griffin-Lim of the linear output at 20 kHz (the 16 kHz references
+    resampled), the ceiling from the references' linear spectrograms."""
+    import torch
+
+    import torch_layers
+    from speechblocks.training.tacotron1 import tacotron1_torch_payload
+
+    torch.manual_seed(0)
+    model = torch_layers.Tacotron1("keithito", num_mels=80, embed_depth=8, prenet_depths=[8, 8], encoder_depth=8,
+                                   attention_depth=8, decoder_depth=8, postnet_depth=8)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    path = tmp_path / "t1.pt"
+    torch.save(tacotron1_torch_payload(model.hparams, model.layout, state), path)
+    out_json, text = tmp_path / "t1.json", tmp_path / "one.txt"
+    text.write_text("slt_train|The train leaves at noon.\n")
+    assert main(["evaluate", str(path), "--text-file", str(text), "--reference-dir", tiny["refs"], "--encoder",
+                 tiny["encoder"], "--max-iters", "6", "--griffin-lim-iters", "4", "--json", str(out_json)]) == 0
+    doc = json.loads(out_json.read_text())
+    st = doc["settings"]
+    assert (st["family"], st["sample_rate"], st["mcd"]["order"]) == ("tacotron1", 20000, 23)
+    assert st["mcd"]["alpha"] == pytest.approx(0.441)
+    for s in doc["sentences"]:
+        assert s["model"]["steps"] <= 6 and s["resynthesis"]["mcd"] is not None
+    assert doc["sentences"][0]["recording"]["heard"] == "the train leaves at noon"  # resampled to 20 kHz and back
+    capsys.readouterr()

@@ -60,6 +60,7 @@ class MelCepstrumSettings:
     n_shift: int = N_SHIFT
 
 
+@functools.lru_cache(maxsize=8)
 def all_pass_constant(sample_rate: int) -> float:
     """The all-pass constant whose frequency warping best fits the mel scale at ``sample_rate`` (SPTK's rule, as
     pysptk's ``mcepalpha``: the alpha in ``[0, 1)`` in steps of 0.001 whose warped frequency axis is nearest, in

@@ -67,12 +67,17 @@ def _assert_as_accurate(native, graph, reference, rel=2e-6):
     assert err_native <= 4 * err_graph + rel * scale, (err_native, err_graph)
 
 
-@pytest.mark.parametrize("variant", [
+VARIANTS = [
     dict(), dict(outputs_per_step=3), dict(smoothing=True), dict(cumulative_weights=False),
     dict(zoneout=0.0, drop_rate=0.0), dict(attention_kernel=4), dict(decoder_layers=3, prenet_layers=(9,)),
     dict(stop_at_any=False, outputs_per_step=2), dict(mask_encoder=False),
-])
-@pytest.mark.parametrize("stop_each", [True, False])
+]
+
+
+# every variant with the per-entry stop (synthesize_batch); the whole-batch stop (the eager call, stop_each=False)
+# with the variants that change the stop itself -- the rest of the step is the same code either way
+@pytest.mark.parametrize("variant,stop_each", [(v, True) for v in VARIANTS] + [
+    (v, False) for v in VARIANTS if not v or "stop_at_any" in v or "outputs_per_step" in v])
 def test_batched_native_equals_the_graph_loop(monkeypatch, variant, stop_each):
     dec, d64, memory = _decoders(**variant)
     lengths = tf.constant(LENGTHS)
@@ -95,6 +100,8 @@ def test_entries_stop_at_their_own_steps_and_the_draws_follow_the_running_batch(
     graph loop's for the entries still running (their shape shrinks as entries leave)."""
     distinct = 0
     for seed in range(6):
+        if distinct >= 3 and seed >= 2:  # enough: entries left at 3 different steps (seeds 0-1 do, measured)
+            break
         dec, _, memory = _decoders(stop_bias=-1.0, seed=seed, batch=6, max_iters=50)
         lengths = tf.constant([9, 3, 6, 9, 2, 8])
         state = dec.prenet.seed_generator.state.numpy()

@@ -54,6 +54,12 @@ CASES = [  # every mode once per preset; each case covers what a second case of 
 ]
 
 
+#: the cases ``make test`` runs (parity_tests/test_tacotron2_parity.py): RTVC in every mode, Rayhane's training case
+#: (its masked losses, linear output, clipping and BN-after-activation, gradients of every variable). Rayhane's GTA
+#: and free-running cases (~25 s of CPU each at full size) run in ``make parity``, like every case.
+TEST_CASES = [i for i, c in enumerate(CASES) if c[1] == "rtvc" or c[3] == "train"]
+
+
 def _hparams(preset, overrides):
     from speechblocks import tacotron2_hparams
 

@@ -281,10 +281,13 @@ def test_evaluate_a_tacotron1_model(tiny, tmp_path, capsys):
     out_json, text = tmp_path / "t1.json", tmp_path / "one.txt"
     text.write_text("slt_train|The train leaves at noon.\n")
     assert main(["evaluate", str(path), "--text-file", str(text), "--reference-dir", tiny["refs"], "--encoder",
-                 tiny["encoder"], "--max-iters", "6", "--griffin-lim-iters", "4", "--json", str(out_json)]) == 0
+                 tiny["encoder"], "--speaker-wav", os.path.join(DATA, "awb_train.flac"), "--max-iters", "6",
+                 "--griffin-lim-iters", "4", "--json", str(out_json)]) == 0
     doc = json.loads(out_json.read_text())
     st = doc["settings"]
     assert (st["family"], st["sample_rate"], st["mcd"]["order"]) == ("tacotron1", 20000, 23)
+    assert st["similarity_target"] == "speaker_wav"  # then the recording has a similarity to it too
+    assert -1 <= doc["sentences"][0]["recording"]["similarity"] <= 1
     assert st["mcd"]["alpha"] == pytest.approx(0.441)
     for s in doc["sentences"]:
         assert s["model"]["steps"] <= 6 and s["resynthesis"]["mcd"] is not None

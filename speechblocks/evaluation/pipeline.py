@@ -236,7 +236,8 @@ def resynthesize(references: list[np.ndarray], family: str, audio_hp, *, seed: i
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.dot(a, b) / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
+    cosine = np.dot(a, b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12)
+    return float(np.clip(cosine, -1.0, 1.0))  # float32 rounding can pass 1 by an ulp
 
 
 def _mean(values) -> float | None:

@@ -25,10 +25,11 @@ figure the benchmark does not record) needs its ``verdict=``; without a target t
 
 Each row of the file::
 
-    {"id": "bench/row", "bench", "row", "topic", "what", "unit", "decimals",
+    {"id": "bench/row", "bench", "row", "label", "topic", "setup", "what", "unit", "fmt",
      "runs": [{"value", "seconds"?, "baseline"?, "load"?, "started"?}, ...] (or, transcribed: none),
-     "median", "range": [lo, hi] or null, "n_runs", "target", "verdict",
-     "machine": {"platform", "cpu", "cores", "flags", "python"?} (or {"description"}), "date", "time"?,
+     "median" (null: range only), "range": [lo, hi] or null, "n_runs" (null: not stated), "target", "verdict",
+     "machine": {"platform", "cpu", "cores", "flags", "python"?, "description"?, "label"?}, "date", "time"?,
+     "load_at_start"? (transcribed rows: the doc's words),
      "notes", "source"?, "indicative"?}
 
 ``indicative: true`` marks a figure of one probe run: kept in the file, left out of the page.
@@ -140,7 +141,8 @@ def _fail(message: str):
 
 def record(bench: str, row: str, value: float | None = None, *, runs: list[float] | None = None, unit: str = "",
            what: str = "", seconds=None, baseline=None, target: str | None = None, verdict: str | None = None,
-           notes: str = "", decimals: int | None = None, topic: str | None = None) -> dict:
+           notes: str = "", decimals: int | None = None, fmt: str | None = None, label: str | None = None,
+           setup: str = "", topic: str | None = None) -> dict:
     """Records one run (``value``) or several (``runs``) of the row ``bench/row``; returns the record.
 
     Args:
@@ -152,7 +154,9 @@ def record(bench: str, row: str, value: float | None = None, *, runs: list[float
         seconds, baseline: the measured and the baseline's seconds of each run (a ratio row), kept beside it.
         target: ``"<= 0.9"``-style comparison (the verdict is computed) or a phrase (then give ``verdict``).
         verdict: overrides the computed verdict. notes: method notes for the row's details.
-        decimals: digits after the point on the page (default: 3 significant digits).
+        decimals: digits after the point on the page; fmt: a format spec instead (``".1e"``); default ``".3g"``.
+        label: the row's short name in the page's table (default: ``row``). setup: what the rows of one benchmark
+            share (sizes, threads, the baseline): the page says it once above them, ``what`` then says this row's part.
         topic: the page's section (default: from :data:`TOPICS`).
     """
     if (value is None) == (runs is None):
@@ -174,7 +178,9 @@ def record(bench: str, row: str, value: float | None = None, *, runs: list[float
         entry["started"] = _now().isoformat(timespec="seconds")
         run_entries.append(entry)
     rec = {"id": f"{bench}/{row}", "bench": bench, "row": row, "topic": topic or TOPICS.get(bench, "Other"),
-           "what": what, "unit": unit, "decimals": decimals, "runs": run_entries, "target": target,
+           "setup": setup, "what": what, "label": label or row,
+           "unit": unit,
+           "fmt": fmt or (f".{decimals}f" if decimals is not None else ".3g"), "runs": run_entries, "target": target,
            "verdict": verdict, "notes": notes}
     if verdict is None and target and parse_target(target) is None:
         _fail(f"target {target!r} is not a comparison: give verdict=")
@@ -210,13 +216,18 @@ def load(path: str = RESULTS) -> dict:
 
 
 def write(data: dict, path: str = RESULTS) -> None:
-    """``data`` to ``path`` atomically: a temporary file in the same folder, renamed over it."""
+    """``data`` to ``path`` as JSON, atomically (:func:`write_text`)."""
+    write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    """``text`` to ``path`` atomically: a temporary file in the same folder, renamed over it."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
+            f.write(text)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -231,10 +242,11 @@ def summarise(records: list[dict], machine_info: dict | None = None) -> dict:
     values = [r["value"] for r in runs]
     verdict = last["verdict"] or verdict_of(values, last["target"])
     started = runs[0].get("started") or _now().isoformat(timespec="seconds")
-    row = {k: last[k] for k in ("id", "bench", "row", "topic", "what", "unit", "decimals")}
+    row = {k: last[k] for k in ("id", "bench", "row", "label", "topic", "setup", "what", "unit", "fmt")}
     row.update(runs=runs, n_runs=len(runs), median=statistics.median(values), range=[min(values), max(values)],
                target=last["target"], verdict=verdict, machine=machine_info or machine(), date=started[:10],
-               time=f"{started[11:16]}-{runs[-1].get('started', started)[11:16]}", notes=last["notes"])
+               time="-".join(dict.fromkeys((started[11:16], (runs[-1].get("started") or started)[11:16]))),
+               notes=last["notes"])
     return row
 
 

@@ -8,6 +8,7 @@ when both receive the same negative indices (and Gumbel noise).
 from __future__ import annotations
 
 from ._timing import compare_times
+from .results import record
 
 B, T, C, N, MASKED = 8, 500, 256, 100, 250
 
@@ -16,6 +17,8 @@ CONFIGS = [
     ("batch-wide, masked", dict(sample_from_same_utterance_only=False)),
     ("same utterance, quantized (G=2, V=320)", dict(quantized_targets=True)),
 ]
+#: the rows of bench/results.json
+ROWS = {label: row for (label, _), row in zip(CONFIGS, ("same-utterance", "batch-wide", "quantized"))}
 
 
 def _inputs(seed=0):
@@ -57,6 +60,10 @@ def main():
               f"{times['library'] * 1e3:.1f} ms, speed-up x{times['seed reference'] / times['library']:.2f}; "
               f"loss {float(want):.3f}, max |diff| with injected negatives {diff:.3e} "
               f"(relative {diff / max(1.0, abs(float(want))):.1e})")
+        record("contrastive_loss", ROWS[label], times["seed reference"] / times["library"], unit="x faster",
+               fmt=".1f", seconds=times["library"], baseline=times["seed reference"], target=">= 1",
+               setup=f"`ContrastiveLoss` B={B}, {T} frames, {C} channels, {N} negatives vs the seed",
+               what=ROWS[label])
         if cfg.get("quantized_targets"):
             lib.train()
             ref.train()

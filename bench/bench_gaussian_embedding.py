@@ -23,6 +23,7 @@ import torch
 
 from bench._seed_reference_gaussian_embedding import seed_forward
 from bench._timing import compare_times
+from bench.results import record
 from torch_layers.gaussian_embedding import GaussianEmbedding
 
 BATCH, TOKENS, D_EMB, NUM_LABELS, PAD, BLANK = 16, 150, 256, 64, 0, 1
@@ -143,6 +144,9 @@ def main() -> None:
     ratio = t["library"] / t["reference"]
     print(f"  inference    library {t['library'] * 1e3:7.1f} ms  reference {t['reference'] * 1e3:7.1f} ms  "
           f"ratio {ratio:.3f} (target <= 0.5: {'PASS' if ratio <= 0.5 else 'FAIL'})")
+    record("gaussian_embedding", "time", ratio, unit="x", fmt=".2f", seconds=t["library"], baseline=t["reference"],
+           target="<= 0.5", setup=f"`GaussianEmbedding` B={BATCH}, {TOKENS} tokens, {frames} frames, d={D_EMB} vs "
+           "the seed", what="inference time (median of 7, interleaved, 1 thread)")
 
     w = module.embed.weight
 

@@ -17,6 +17,7 @@ import torch
 
 from bench._seed_references_ge2e_tac import ge2e_loss_loop, ge2e_similarity_matrix_loop, tac_loop
 from bench._timing import compare_times
+from bench.results import record
 
 
 def _ge2e():
@@ -49,6 +50,9 @@ def _ge2e():
     ratio = t["loop"] / t["vectorised"]
     print(f"GE2E sim+loss fwd+bwd 64x10x256: vectorised {t['vectorised'] * 1e3:.1f} ms, speaker loop "
           f"{t['loop'] * 1e3:.1f} ms, speed-up {ratio:.1f}x (target >= 10x: {'OK' if ratio >= 10 else 'MISSED'})")
+    record("ge2e_tac", "ge2e loss", ratio, unit="x faster", seconds=t["vectorised"], baseline=t["loop"], fmt=".1f",
+           target=">= 10", what="GE2E similarity + loss fwd+bwd, 64 speakers × 10 utterances × 256, vs the seed's "
+           "speaker loop", notes=f"Δ {diff:.0e}.")
     print(f"  max |Δ| loss/grads {diff:.3e}, similarity matrix {sim_diff:.3e} (target <= 1e-6: "
           f"{'OK' if max(diff, sim_diff) <= 1e-6 else 'MISSED'})")
 
@@ -75,6 +79,9 @@ def _tac(hidden: int):
     print(f"TAC fwd B16 x 6 mics x 64 x 100 x 20, hidden {hidden}: vectorised {t['vectorised'] * 1e3:.0f} ms, "
           f"per-example loop {t['loop'] * 1e3:.0f} ms, speed-up {ratio:.2f}x (target >= 3x: "
           f"{'OK' if ratio >= 3 else 'MISSED'})")
+    record("ge2e_tac", f"tac hidden {hidden}", ratio, unit="x faster", seconds=t["vectorised"], baseline=t["loop"],
+           target=">= 3", what=f"TAC forward B=16, 6 mics, 64 × 100 × 20, hidden {hidden}, vs the seed's per-example "
+           "loop", notes=f"Δ {d64:.0e} in float64.")
     print(f"  max |Δ| float64 {d64:.3e} (target <= 1e-6: {'OK' if d64 <= 1e-6 else 'MISSED'}); float32 {d32:.3e} "
           f"at output scale {scale:.2f} ({d32 / scale:.1e} relative)")
     _tac_analysis(m, state, x, vm, t["vectorised"], t["loop"])

@@ -19,10 +19,15 @@ import numpy as np
 
 from ._timing import compare_times
 from .bench_audio import _utterance
+from .results import record
 
 N_ITER = 60
 SECONDS = 5.0
 TOL = 1e-4  # float32 vs the float64 original, of the peak (5 s: more weak bins than the tests' 0.3 s)
+
+
+GL_SETUP = (f"Griffin-Lim, {N_ITER} iterations, {SECONDS:.0f} s at RTVC sizes, float32, speed-up over the original "
+            "numpy/librosa loop (`bench/bench_griffin_lim.py`)")
 
 
 def _line(name: str, t: dict) -> str:
@@ -73,6 +78,10 @@ def main() -> None:
         torch.set_num_threads(threads)
         t = compare_times({"original": original, "fw": with_torch}, repeats=5, warmup=1)
         print(_line(f"torch, {threads} thread(s):", t), flush=True)
+        default = threads == (os.cpu_count() or 1) and threads > 1
+        record("griffin_lim", "torch default threads" if default else f"torch {threads} thread", unit="x faster",
+               value=t["original"] / t["fw"], seconds=t["fw"], baseline=t["original"], target=">= 5", fmt=".1f",
+               setup=GL_SETUP, what=f"torch, {threads} thread(s)")
 
     threads = int(os.environ.get("BENCH_GL_THREADS", "1"))
     import tensorflow as tf
@@ -92,6 +101,9 @@ def main() -> None:
     check("tf", with_tf()[0])
     t = compare_times({"original": original, "fw": with_tf}, repeats=5, warmup=1)
     print(_line(f"Keras/TF tf.function, {threads} thread(s):", t), flush=True)
+    record("griffin_lim", f"keras {threads} thread", unit="x faster", value=t["original"] / t["fw"], seconds=t["fw"],
+           baseline=t["original"], target=">= 3", fmt=".1f", setup=GL_SETUP,
+           what=f"Keras `tf.function`, {threads} thread(s)")
 
 
 if __name__ == "__main__":

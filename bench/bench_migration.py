@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from bench.results import record
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _WRAPPER = ("import resource, subprocess, sys, time\n"
@@ -87,6 +89,12 @@ def main() -> None:
                   f"{'OK' if seconds < 30 else 'OVER'}); in-process {t_in:.1f} s = {t_in / t_read:.1f}x the read floor")
             print(f"migrate --to {to}: peak RSS {rss:.0f} MiB - baseline {base_rss:.0f} MiB = {peak:.0f} MiB = "
                   f"{peak / disk:.2f}x the checkpoint on disk (target < 3x: {'OK' if peak < 3 * disk else 'OVER'})")
+            name = "Keras" if to == "keras" else to
+            setup = f"migration of a full-size Rayhane checkpoint with Adam slots ({disk:.0f} MiB)"
+            record("migration", f"{to} time", seconds, unit=" s", fmt=".1f", target="< 30", setup=setup,
+                   what=f"{name}, seconds (`speechblocks migrate` in a subprocess)")
+            record("migration", f"{to} peak rss", peak / disk, unit="x the checkpoint", target="< 3", setup=setup,
+                   what=f"{name}, peak RSS added, in checkpoint sizes", fmt=".2f")
 
 
 if __name__ == "__main__":

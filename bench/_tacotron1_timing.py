@@ -14,7 +14,8 @@ legacy side writes from the weights with ``Saver`` and the other sides load). Th
      max_iters=steps)`` (the user's other documented call);
    * ``torch``: ``torch_layers.Tacotron1.from_tf1_checkpoint(CKPT).eval()`` called under ``torch.inference_mode()``;
    * ``legacy``: the TF1 graph ``parity_tests.legacy.tf1_tacotron1.tacotron1`` (keithito's, free running,
-     ``is_training=False``) under ``model/inference``, inputs held in graph variables (no feed cost), the step cap a
+     ``is_training=False``) under ``model/inference``, its inputs placeholders as keithito's ``synthesizer.py``
+     has them (``[batch, None]`` ids, ``[batch]`` lengths; fed every run), the step cap a
      ``placeholder_with_default`` fed only for the one-step run; ``session.run`` of every output; it writes the TF1
      checkpoint (``tf.compat.v1.train.Saver``) the other sides then load;
 
@@ -117,11 +118,12 @@ def _legacy_graph(cfg: dict, data: dict, weights: dict, config):
     hp = resolve_tacotron1_hparams(cfg["preset"])
     graph = tf.Graph()
     with graph.as_default():
-        with v1.variable_scope("bench_inputs"):
-            ids, lengths = (v1.get_variable(k, initializer=tf.constant(data[k]), trainable=False)
-                            for k in ("ids", "lengths"))
-            # the step cap: `steps` unless fed (the one-step run of the per-step estimate, the profile)
-            cap = v1.placeholder_with_default(tf.constant(cfg["synth"]["steps"], tf.int32), [], name="max_iters")
+        # keithito's synthesizer.py: `inputs` [1, None] and `input_lengths` [1] placeholders, fed every run (the
+        # batch dimension static, as there; the text length unknown to the graph)
+        ids = v1.placeholder(tf.int32, [data["ids"].shape[0], None], "inputs")
+        lengths = v1.placeholder(tf.int32, [data["ids"].shape[0]], "input_lengths")
+        # the step cap: `steps` unless fed (the one-step run of the per-step estimate, the profile)
+        cap = v1.placeholder_with_default(tf.constant(cfg["synth"]["steps"], tf.int32), [], name="max_iters")
         with v1.variable_scope(SCOPE):
             out = tacotron1(hp, cfg["layout"], ids, lengths, False, max_iters=cap)
         init = v1.global_variables_initializer()
@@ -139,7 +141,7 @@ def _legacy_graph(cfg: dict, data: dict, weights: dict, config):
         # a real TF1 checkpoint of the model's variables (what the Keras and torch sides load)
         v1.train.Saver(list(model_vars.values())).save(sess, cfg["checkpoint"], write_meta_graph=False,
                                                       write_state=False)
-    return sess, out, cap
+    return sess, out, cap, {ids: data["ids"], lengths: data["lengths"]}
 
 
 def _legacy(cfg: dict, data: dict, threads: int):
@@ -150,16 +152,16 @@ def _legacy(cfg: dict, data: dict, threads: int):
     config = v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
     with np.load(cfg["weights"]) as f:
         weights = {k: f[k] for k in f.files}
-    sess, out, cap = _legacy_graph(cfg, data, weights, config)
+    sess, out, cap, feed = _legacy_graph(cfg, data, weights, config)
     fetches = {k: out[k] for k in OUTPUT_KEYS}
-    _save_check(cfg["check"], sess.run(fetches))
-    runs = {"synth": lambda: sess.run(fetches), "short": lambda: sess.run(fetches, {cap: 1}),
-            "call": lambda: sess.run(fetches)}
+    _save_check(cfg["check"], sess.run(fetches, feed))
+    runs = {"synth": lambda: sess.run(fetches, feed), "short": lambda: sess.run(fetches, {**feed, cap: 1}),
+            "call": lambda: sess.run(fetches, feed)}
     # per-op profile: the kernels' times of one run from the session's step stats, by op type
     for _ in range(2):
-        sess.run(fetches, {cap: PROFILE_STEPS})
+        sess.run(fetches, {**feed, cap: PROFILE_STEPS})
     meta = v1.RunMetadata()
-    sess.run(fetches, {cap: PROFILE_STEPS}, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
+    sess.run(fetches, {**feed, cap: PROFILE_STEPS}, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
              run_metadata=meta)
     ops: dict = {}
     for device in meta.step_stats.dev_stats:

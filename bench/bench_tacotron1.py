@@ -103,8 +103,9 @@ def check_outputs(paths: dict, hp) -> list[str]:
 def method_line() -> str:
     return (f"method: each side in its own clean subprocess (Keras Tacotron1.synthesize and model(...) eagerly; "
             f"torch Tacotron1.eval() under inference_mode; TF1 keithito while_loop graph by session.run with "
-            f"TF_USE_LEGACY_KERAS=1, inputs held in graph variables), {THREADS} intra-op + {THREADS} inter-op "
-            f"threads each (OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}), one TF1 checkpoint "
+            f"TF_USE_LEGACY_KERAS=1, the inputs fed to [batch, None] placeholders as keithito's synthesizer.py has "
+            f"them), {THREADS} intra-op + {THREADS} inter-op threads each "
+            f"(OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}), one TF1 checkpoint "
             f"(Saver) loaded by from_tf1_checkpoint, seed-0 inputs; 2 warm-up calls, then {ROUNDS} "
             f"rounds of one call per side in rotating order; median per call")
 

@@ -107,8 +107,8 @@ class TF1GRUCell(TF1WeightsMixin, keras.layers.Layer):
 def bidirectional_tf1_gru(inputs, fw_cell: TF1GRUCell, bw_cell: TF1GRUCell, lengths=None):
     """``bidirectional_dynamic_rnn(fw_cell, bw_cell, inputs, sequence_length=lengths)`` from the zero state.
 
-    Both directions advance in one loop; the input halves of both matmuls (and the biases) are computed
-    for all steps at once, so each step only does the recurrent halves. The backward direction sees each
+    Both directions advance in one loop; the input halves of both matmuls are computed for all steps at once,
+    so each step only does the recurrent halves (with the biases). The backward direction sees each
     sequence reversed within its own length; outputs past a length are zeros.
 
     Args:
@@ -129,15 +129,17 @@ def bidirectional_tf1_gru(inputs, fw_cell: TF1GRUCell, bw_cell: TF1GRUCell, leng
     elems, recurrent = [], []
     for cell, x in ((fw_cell, inputs), (bw_cell, reverse_within_lengths(inputs, lengths))):
         gk, ck = tf.cast(cell.gates_kernel, dt), tf.cast(cell.candidate_kernel, dt)
-        elems.append(time_major(tf.matmul(x, gk[:n_in]) + tf.cast(cell.gates_bias, dt)))
-        elems.append(time_major(tf.matmul(x, ck[:n_in]) + tf.cast(cell.candidate_bias, dt)))
-        recurrent.append((gk[n_in:], ck[n_in:]))
+        elems.append(time_major(tf.matmul(x, gk[:n_in])))
+        elems.append(time_major(tf.matmul(x, ck[:n_in])))
+        recurrent.append((gk[n_in:], ck[n_in:], tf.cast(cell.gates_bias, dt), tf.cast(cell.candidate_bias, dt)))
 
-    def one_step(h, xg_t, xc_t, gh, ch):
+    def one_step(h, xg_t, xc_t, gh, ch, gb, cb):
         h_gates, h_reset, h_update = fan_out(h, 3)  # three uses: no 3-input AddN in the scan's gradient
-        gates = tf.sigmoid(xg_t + tf.matmul(h_gates, gh))
+        # the biases go with the recurrent products: MatMul + BiasAdd is one fused oneDNN kernel (TF1's GRUCell
+        # runs that form); a plain MatMul is Eigen's, which spins on a busy machine
+        gates = tf.sigmoid(xg_t + tf.nn.bias_add(tf.matmul(h_gates, gh), gb))
         r, z = tf.split(gates, 2, axis=-1)
-        c = tf.tanh(xc_t + tf.matmul(r * h_reset, ch))
+        c = tf.tanh(xc_t + tf.nn.bias_add(tf.matmul(r * h_reset, ch), cb))
         return z * h_update + (1.0 - z) * c
 
     def step(state, e):

@@ -65,7 +65,9 @@ def read_spectrogram(path: str, channels: int, what: str) -> np.ndarray:
     return np.asarray(x, np.float32)
 
 
-def _torch_gl(spectrogram, hp, n_iter, seed, linear):
+def _torch_gl(spectrogram, hp, n_iter, seed, linear, device=None):
+    import math
+
     import torch
 
     from torch_layers.griffin_lim import inv_linear_spectrogram, inv_mel_spectrogram
@@ -73,7 +75,13 @@ def _torch_gl(spectrogram, hp, n_iter, seed, linear):
     inverse = inv_linear_spectrogram if linear else inv_mel_spectrogram
     with torch.inference_mode():
         g = torch.Generator().manual_seed(seed)
-        return inverse(torch.from_numpy(spectrogram)[None], hp, n_iter=n_iter, generator=g)[0].numpy()
+        if device is None or torch.device(device).type == "cpu":
+            return inverse(torch.from_numpy(spectrogram)[None], hp, n_iter=n_iter, generator=g)[0].numpy()
+        # on a GPU: the initial phases drawn on the CPU as there (the same seed, the same phases), then moved
+        rand = torch.rand((1, hp.n_fft // 2 + 1, spectrogram.shape[0]), generator=g, dtype=torch.float32)
+        angles = torch.polar(torch.ones_like(rand), (2.0 * math.pi) * rand)[0]
+        x = torch.from_numpy(spectrogram)[None].to(device)
+        return inverse(x, hp, n_iter=n_iter, angles=angles.to(device))[0].cpu().numpy()
 
 
 def _keras_gl(spectrogram, hp, n_iter, seed, linear):
@@ -91,9 +99,10 @@ def _numpy_gl(spectrogram, hp, n_iter, seed, linear):
 
 
 def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch", n_iter: int | None = None,
-                     seed: int = 0, linear: bool = False, progress=None) -> list[np.ndarray]:
+                     seed: int = 0, linear: bool = False, progress=None, device=None) -> list[np.ndarray]:
     """Waveforms of ``(frames, num_mels)`` mel (or ``(frames, num_freq)`` linear) spectrograms: Griffin-Lim with the
-    audio hparams ``hp`` in ``framework``; sentence ``i`` draws its initial phases from ``seed + i``."""
+    audio hparams ``hp`` in ``framework``; sentence ``i`` draws its initial phases from ``seed + i`` (on the CPU,
+    also when torch runs it on ``device``, a GPU: the same phases)."""
     if framework not in GL_FRAMEWORKS:
         raise UsageError(f"--framework must be one of {', '.join(GL_FRAMEWORKS)}; got {framework!r}")
     if n_iter is not None and n_iter < 0:
@@ -103,7 +112,8 @@ def griffin_lim_wavs(spectrograms: list[np.ndarray], hp, framework: str = "torch
     for i, s in enumerate(spectrograms):
         if progress is not None:
             progress(f"Griffin-Lim {i + 1}/{len(spectrograms)} ({s.shape[0]} frames)")
-        wavs.append(run(s, hp, n_iter, seed + i, linear))
+        wavs.append(run(s, hp, n_iter, seed + i, linear, device) if framework == "torch" else
+                    run(s, hp, n_iter, seed + i, linear))
     for i, w in enumerate(wavs):
         if not np.all(np.isfinite(w)):  # never a NaN waveform on disk; finite spectrograms too large to invert
             raise InputError(f"Griffin-Lim of spectrogram {i} gave a non-finite waveform")
@@ -145,8 +155,9 @@ def default_encoder_path() -> str | None:
     return None
 
 
-def load_speaker_encoder(path: str | None, framework: str = "torch"):
-    """The GE2E ``SpeakerEncoder`` of ``--encoder`` (RTVC ``encoder.pt`` or resemblyzer's ``pretrained.pt``)."""
+def load_speaker_encoder(path: str | None, framework: str = "torch", device=None):
+    """The GE2E ``SpeakerEncoder`` of ``--encoder`` (RTVC ``encoder.pt`` or resemblyzer's ``pretrained.pt``); torch:
+    on ``device`` (a ``torch.device``; default the CPU)."""
     path = path or default_encoder_path()
     if path is None:
         raise UsageError("no speaker encoder: give --encoder ENCODER.pt (RTVC's encoder.pt or resemblyzer's "
@@ -159,7 +170,8 @@ def load_speaker_encoder(path: str | None, framework: str = "torch"):
         return tf_layers.SpeakerEncoder.from_torch_checkpoint(path)
     import torch_layers
 
-    return torch_layers.SpeakerEncoder.from_checkpoint(path).eval()
+    encoder = torch_layers.SpeakerEncoder.from_checkpoint(path).eval()
+    return encoder if device is None else encoder.to(device)
 
 
 def embed_wavs(encoder, paths: list[str], progress=None) -> list[np.ndarray]:

@@ -369,12 +369,14 @@ def _encoder():
     if _STATE.get("encoder") is None:
         from .audio_commands import load_speaker_encoder
 
-        _STATE["encoder"] = load_speaker_encoder(_STATE["encoder_path"])
+        _STATE["encoder"] = load_speaker_encoder(_STATE["encoder_path"], device=_STATE.get("encoder_device"))
     return _STATE["encoder"]
 
 
 def _init_worker(state: dict, workers: int) -> None:
-    encoder = _STATE.get("encoder") if _STATE.get("encoder_path") == state["encoder_path"] else None
+    same = (_STATE.get("encoder_path"), _STATE.get("encoder_device")) == (state["encoder_path"],
+                                                                         state.get("encoder_device"))
+    encoder = _STATE.get("encoder") if same else None
     _STATE.clear()
     _STATE.update(state, encoder=encoder)  # a forked worker keeps the parent's loaded encoder
     if "torch" in sys.modules and workers > 1:
@@ -404,7 +406,7 @@ def _remove(paths: list[str]) -> None:
 def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc", *,
                encoder: str | None = None, workers: int = 1, skip_existing: bool = False, skip_bad: bool = False,
                cleaners: Sequence[str] = ("english_cleaners",), progress: Callable[[int, int], None] | None = None,
-               report: Callable[[str], None] | None = None) -> Summary:
+               report: Callable[[str], None] | None = None, device=None) -> Summary:
     """Preprocesses a corpus into ``out`` as the preset's original preprocessor (see the module docstring).
 
     Args:
@@ -423,6 +425,8 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
         cleaners: the cleaners the texts must survive.
         progress: called with ``(done, total)`` after each utterance.
         report: called with one line per skipped bad utterance.
+        device: RTVC: where the GE2E encoder runs (a ``torch.device``; default the CPU). A GPU only with
+            ``workers=1`` (a forked worker cannot use its parent's CUDA context).
 
     Returns:
         Summary: the counts; ``out/train.txt`` is written last.
@@ -443,7 +447,11 @@ def preprocess(dataset: str | os.PathLike, out: str | os.PathLike, hparams="rtvc
     if not rtvc and encoder is not None:
         raise UsageError("--encoder: only the RTVC preset has speaker embeddings")
     utterances, summary = _start(dataset, out, hp, skip_bad, cleaners, report)
-    state = {"hp": hp, "out": out, "rtvc": rtvc, "skip_existing": skip_existing, "encoder_path": encoder}
+    if device is not None and str(device).startswith("cuda") and workers > 1:
+        raise UsageError(f"--device {device}: the GE2E encoder runs on a GPU in one process: give --workers 1 (or "
+                         f"--device cpu)")
+    state = {"hp": hp, "out": out, "rtvc": rtvc, "skip_existing": skip_existing, "encoder_path": encoder,
+             "encoder_device": None if device is None else str(device)}
     _init_worker(state, 1)
     if rtvc:
         _encoder()  # a bad --encoder fails here, before anything is written

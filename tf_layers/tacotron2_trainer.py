@@ -85,6 +85,8 @@ class Tacotron2Trainer:
     run_eagerly = False
     #: the ``tf.distribute`` strategy of a data-parallel trainer class (:meth:`mirrored`); ``None``: one device
     strategy = None
+    #: ``"fp32"`` (the original) or ``"bf16"`` (:meth:`configured`): the Keras dtype policy its models are built with
+    precision = "fp32"
 
     def __init__(self, model: Tacotron2):
         self.model = model
@@ -116,14 +118,49 @@ class Tacotron2Trainer:
         return type(cls.__name__, (cls,), {"strategy": strategy, "__doc__": cls.__doc__})
 
     @classmethod
+    def configured(cls, device=None, precision: str = "fp32") -> type:
+        """A trainer class whose models are built under the Keras dtype policy of ``precision``: ``"fp32"`` (the
+        original) or ``"bf16"`` (``mixed_bfloat16``: layers compute in bfloat16, variables -- hence the checkpoints
+        and Adam's slots -- stay float32; the losses are float32). ``device`` is TensorFlow's own placement (the
+        command line hides the GPUs for ``--device cpu`` before TensorFlow starts); it is accepted for the torch
+        trainer's signature and not used here.
+
+        Raises:
+            ValueError: a precision other than ``"fp32"``/``"bf16"`` (``fp16``'s loss scaling is the torch trainer's
+                for now).
+        """
+        from speechblocks.devices import check_precision
+
+        precision = check_precision(precision, ("fp32", "bf16"), "--precision (Keras)")
+        return type(cls.__name__, (cls,), {"precision": precision, "strategy": cls.strategy, "__doc__": cls.__doc__})
+
+    def precision_state(self) -> dict:
+        """What a checkpoint keeps of the precision: ``{"precision"}``."""
+        return {"precision": self.precision}
+
+    def load_precision_state(self, state) -> None:
+        """Nothing to restore (``bf16`` has no loss scale)."""
+
+    @classmethod
     def distribution(cls) -> None:
         """``None``: a Keras trainer runs in one process (its data-parallel form, :meth:`mirrored`, runs every
         replica in this process)."""
         return None
 
     @classmethod
+    @contextlib.contextmanager
     def _scope(cls):
-        return contextlib.nullcontext() if cls.strategy is None else cls.strategy.scope()
+        """The strategy's scope (if any) and, while models are built, the dtype policy of :attr:`precision`."""
+        policy = {"fp32": None, "bf16": "mixed_bfloat16"}[cls.precision]
+        saved = keras.config.dtype_policy()
+        with contextlib.nullcontext() if cls.strategy is None else cls.strategy.scope():
+            if policy is not None:
+                keras.config.set_dtype_policy(policy)
+            try:
+                yield
+            finally:
+                if policy is not None:
+                    keras.config.set_dtype_policy(saved)
 
     @classmethod
     def _model_kwargs(cls) -> dict:
@@ -295,8 +332,8 @@ class Tacotron2Trainer:
         out = dict(out, stop_token_prediction=tf.math.log(p) - tf.math.log1p(-p))
         losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                 b.get("linear_targets"))
-        return ({k: float(v) for k, v in losses.items()}, np.asarray(out["mel_outputs"][0]),
-                np.asarray(out["alignments"][0]))
+        return ({k: float(v) for k, v in losses.items()}, np.asarray(out["mel_outputs"][0], np.float32),
+                np.asarray(out["alignments"][0], np.float32))
 
     def teacher_forced(self, batch: Mapping[str, np.ndarray], max_iters: int | None, seed: int) -> np.ndarray:
         """GTA: the model in inference mode teacher forced by ``mel_targets`` (``max_iters`` caps the steps;
@@ -305,7 +342,7 @@ class Tacotron2Trainer:
         self._reseed(seed)
         out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"],
                          max_iters=max_iters, training=False)
-        return np.asarray(out["mel_outputs"])
+        return np.asarray(out["mel_outputs"], np.float32)
 
     # -- state ----------------------------------------------------------------------------------------------
     def save_model(self, path: str | os.PathLike, source: str = "") -> None:

@@ -2,6 +2,7 @@
 and the loss of ``add_loss`` -- the torch backend of ``speechblocks train`` and ``speechblocks gta``."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ import torch
 from torch import Tensor
 
 from speechblocks.atomic_files import atomic_path
+from speechblocks.devices import check_precision
 from speechblocks.errors import UsageError
 from speechblocks.tacotron2_hparams import Tacotron2HParams
 from speechblocks.tacotron2_schema import tf1_variable_shapes
@@ -25,7 +27,10 @@ from .distributed import set_sync_batch_norm
 from .tacotron2 import Tacotron2
 from .tacotron2_loss import guided_attention_loss, tacotron2_loss
 
-__all__ = ["TF1Adam", "Tacotron2Trainer", "TorchDistributed", "clip_by_global_norm"]
+__all__ = ["TF1Adam", "Tacotron2Trainer", "TorchDistributed", "clip_by_global_norm", "LossScale", "AUTOCAST_DTYPES"]
+
+#: the autocast dtype of each ``--precision`` (``fp32``: no autocast)
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class TF1Adam(torch.optim.Optimizer):
@@ -99,10 +104,47 @@ def clip_by_global_norm(tensors: list[Tensor], clip_norm: float = 1.0) -> tuple[
         NaN tensors, as TF's).
     """
     norm = torch.sqrt(sum((t.float() ** 2).sum() for t in tensors))
-    scale = clip_norm * torch.minimum(1.0 / norm, torch.tensor(1.0 / clip_norm))
-    if not torch.isfinite(norm):
-        scale = torch.tensor(float("nan"))
+    scale = clip_norm * torch.minimum(1.0 / norm, norm.new_tensor(1.0 / clip_norm))
+    scale = torch.where(torch.isfinite(norm), scale, norm.new_tensor(float("nan")))  # no host sync on a GPU
     return [t * scale.to(t.dtype) for t in tensors], norm
+
+
+class LossScale:
+    """The dynamic loss scale of ``--precision fp16`` (``torch.amp.GradScaler``'s and Keras' ``LossScaleOptimizer``'s
+    rule, kept in plain numbers so that a checkpoint holds it and a resumed run continues it exactly): the loss is
+    multiplied by :attr:`scale` before the backward pass and the gradients divided by it; a step whose gradients
+    are not finite is skipped and the scale halved; after :attr:`growth_interval` finite steps in a row it doubles.
+
+    Attributes:
+        scale (float): the current scale (initially ``2 ** 15``).
+        good_steps (int): finite steps since the last change.
+    """
+
+    growth_interval = 2000
+
+    def __init__(self, scale: float = 2.0 ** 15, good_steps: int = 0):
+        self.scale, self.good_steps = float(scale), int(good_steps)
+
+    def update(self, finite: bool) -> None:
+        """After a step: back off (not finite) or count towards growth."""
+        if not finite:
+            self.scale, self.good_steps = max(self.scale * 0.5, 1.0), 0
+            return
+        self.good_steps += 1
+        if self.good_steps >= self.growth_interval:
+            self.scale, self.good_steps = self.scale * 2.0, 0
+
+    def state(self) -> dict:
+        """``{"loss_scale", "good_steps"}`` (JSON: the checkpoint's sidecar)."""
+        return {"loss_scale": self.scale, "good_steps": self.good_steps}
+
+
+def _to_device(t: Tensor, device: torch.device) -> Tensor:
+    """A host tensor on ``device``: on a GPU through pinned memory, copied without blocking the host (the batch and
+    its keep-masks of a step reach the GPU while the previous step's kernels still run)."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def _mask_tensors(masks, device):
@@ -110,14 +152,15 @@ def _mask_tensors(masks, device):
         return {k: _mask_tensors(v, device) for k, v in masks.items()}
     if isinstance(masks, (list, tuple)):
         return type(masks)(_mask_tensors(v, device) for v in masks)
-    return torch.from_numpy(np.ascontiguousarray(masks)).to(device)
+    return _to_device(torch.from_numpy(np.ascontiguousarray(masks)), device)
 
 
 def _batch_tensors(batch: Mapping[str, np.ndarray], device) -> dict[str, Tensor]:
+    device = torch.device(device)
     out = {}
     for k, v in batch.items():
         t = torch.from_numpy(np.ascontiguousarray(v))
-        out[k] = (t.long() if k in ("inputs", "input_lengths", "targets_lengths") else t).to(device)
+        out[k] = _to_device(t.long() if k in ("inputs", "input_lengths", "targets_lengths") else t, device)
     return out
 
 
@@ -138,11 +181,12 @@ class TorchDistributed:
         world_size (int): the number of processes.
     """
 
-    def __init__(self, owned: bool):
+    def __init__(self, owned: bool, device: str | torch.device = "cpu"):
         import torch.distributed as dist
 
         self._dist = dist
         self._owned = owned
+        self._device = torch.device(device)  # NCCL's collectives take tensors on the rank's GPU, gloo's on the CPU
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
 
@@ -152,7 +196,7 @@ class TorchDistributed:
 
     def max(self, values: list[int]) -> list[int]:
         """The element-wise maximum of ``values`` over the ranks."""
-        t = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        t = torch.tensor([int(v) for v in values], dtype=torch.int64, device=self._device)
         self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX)
         return [int(v) for v in t.tolist()]
 
@@ -179,9 +223,19 @@ class Tacotron2Trainer:
     :func:`tacotron2_loss` (the masked terms normalised over the whole global batch): DDP's averaged gradients are
     the gradients of the single-process loss on the global batch, and every rank applies the same update.
 
+    Devices and precision (``speechblocks train --device``, ``--precision``; :meth:`configured` makes the trainer
+    class of both): the model, its optimizer state and every step's tensors live on :attr:`device` (the batch and its
+    keep-masks copied there through pinned memory without blocking on a GPU; one read of the step's losses and norm
+    per step, for the non-finite check and the progress line). ``precision="bf16"``/``"fp16"``: the forward pass
+    under ``torch.autocast`` (autocast's own lists decide which operations run in the lower precision), the losses
+    computed in float32 from its outputs, gradients, master weights and Adam's slots float32; ``fp16`` multiplies
+    the loss by a dynamic :class:`LossScale` (a step whose gradients overflow is skipped and reported as such, the
+    scale halved), which a checkpoint keeps so that a resumed run continues exactly.
+
     Args:
         model (Tacotron2): the model (trained in place).
-        device (str or torch.device, optional): where it runs. (Default: ``"cpu"``)
+        device (str or torch.device, optional): where it runs. (Default: the class's :attr:`default_device`,
+            ``"cpu"``)
 
     Example:
         >>> trainer = Tacotron2Trainer.new(resolve_hparams("rtvc"), seed=0)
@@ -191,10 +245,15 @@ class Tacotron2Trainer:
 
     framework = "torch"
     model_suffix = ".pt"
+    #: where the trainers of this class run (:meth:`configured`)
+    default_device = "cpu"
+    #: ``"fp32"`` (the original), ``"bf16"`` or ``"fp16"`` (:meth:`configured`)
+    precision = "fp32"
 
-    def __init__(self, model: Tacotron2, device: str | torch.device = "cpu"):
-        self.device = torch.device(device)
+    def __init__(self, model: Tacotron2, device: str | torch.device | None = None):
+        self.device = torch.device(self.default_device if device is None else device)
         self.model = model.to(self.device).train()
+        self.loss_scale = LossScale() if self.precision == "fp16" else None
         self.hparams: Tacotron2HParams = model.hparams
         self._bindings = model._tf1_trainable_bindings()
         hp = self.hparams
@@ -205,13 +264,34 @@ class Tacotron2Trainer:
             from torch.nn.parallel import DistributedDataParallel
 
             set_sync_batch_norm(self.model, True)
-            self.ddp = DistributedDataParallel(self.model)  # broadcasts rank 0's weights and buffers
+            ids = [self.device.index] if self.device.type == "cuda" and self.device.index is not None else None
+            self.ddp = DistributedDataParallel(self.model, device_ids=ids)  # broadcasts rank 0's weights and buffers
+
+    @classmethod
+    def configured(cls, device: str | torch.device | None = None, precision: str = "fp32") -> type:
+        """A trainer class whose trainers run on ``device`` (default the CPU) in ``precision`` (``"fp32"``,
+        ``"bf16"``, ``"fp16"``): what ``speechblocks train --device --precision`` and ``gta --device`` run.
+
+        Raises:
+            ValueError: a precision that is not one of those three.
+        """
+        precision = check_precision(precision)
+        device = str(torch.device(cls.default_device if device is None else device))
+        return type(cls.__name__, (cls,), {"default_device": device, "precision": precision, "__doc__": cls.__doc__})
+
+    def _autocast(self):
+        """The forward pass's autocast context (``fp32``: none)."""
+        dtype = AUTOCAST_DTYPES[self.precision]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
 
     @classmethod
     def distribution(cls) -> TorchDistributed | None:
         """The data-parallel processes this one belongs to, or ``None`` (one process).
 
-        Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the process group is started here (gloo, the
+        Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the process group is started here (NCCL when the
+        class's device is a GPU -- ``cuda:LOCAL_RANK``, :meth:`configured` --, else gloo; the
         ``env://`` rendezvous of ``torchrun``; :meth:`TorchDistributed.close` ends it); an already initialised
         group of several ranks is used as it is.
         """
@@ -221,13 +301,16 @@ class Tacotron2Trainer:
         if not (dist.is_available() and dist.is_initialized()):
             if _launched_ranks() <= 1:
                 return None
-            dist.init_process_group("gloo")
+            cuda = torch.device(cls.default_device).type == "cuda"
+            if cuda:
+                torch.cuda.set_device(torch.device(cls.default_device))
+            dist.init_process_group("nccl" if cuda else "gloo")
             owned = True
         if dist.get_world_size() <= 1:
             if owned:
                 dist.destroy_process_group()
             return None
-        return TorchDistributed(owned)
+        return TorchDistributed(owned, cls.default_device)
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -252,6 +335,16 @@ class Tacotron2Trainer:
         model = Tacotron2(hparams)
         model.load_state_dict(trainer.model.state_dict())
         return cls(model, trainer.device)
+
+    def precision_state(self) -> dict:
+        """What a checkpoint keeps of the precision: ``{"precision"}`` and, for ``fp16``, the loss scale's state
+        (:meth:`LossScale.state`) so that a resumed run continues it exactly."""
+        return {"precision": self.precision, **({} if self.loss_scale is None else self.loss_scale.state())}
+
+    def load_precision_state(self, state: Mapping | None) -> None:
+        """Restore :meth:`precision_state`'s loss scale (a checkpoint of another precision: the fresh scale)."""
+        if self.loss_scale is not None and state and "loss_scale" in state:
+            self.loss_scale = LossScale(state["loss_scale"], state.get("good_steps", 0))
 
     def trainable_names(self) -> list[str]:
         """The TF1 names of the trainable variables (relative to ``Tacotron_model/inference/``)."""
@@ -291,23 +384,27 @@ class Tacotron2Trainer:
         params = [v.tensor for v in self._bindings.values()]
         net = self.model if self.ddp is None else self.ddp
         with torch.enable_grad():
-            out = net(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], None, noise)
+            with self._autocast():  # the losses below are float32 whatever autocast produced
+                out = net(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], None, noise)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                     b.get("linear_targets"))
             if GUIDED_KEY in b:  # the optional guided-attention term (its weight is in the batch's weights)
                 guided = guided_attention_loss(out["alignments"], b[GUIDED_KEY], b["targets_lengths"],
                                                self.hparams.outputs_per_step)
                 losses = dict(losses, guided_attention_loss=guided, loss=losses["loss"] + guided)
+            scaled = losses["loss"] if self.loss_scale is None else losses["loss"] * self.loss_scale.scale
             if self.ddp is None:
-                grads = torch.autograd.grad(losses["loss"], params, allow_unused=True)
+                grads = torch.autograd.grad(scaled, params, allow_unused=True)
             else:  # DDP all-reduces (averages) the gradients as backward accumulates them
                 for p in params:
                     p.grad = None
-                losses["loss"].backward()
+                scaled.backward()
                 grads = [p.grad for p in params]
                 for p in params:
                     p.grad = None
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+        if self.loss_scale is not None:  # fp16: the gradients of the loss itself (float32, as the weights)
+            grads = [g.float() / self.loss_scale.scale for g in grads]
         if self.hparams.tacotron_clip_gradients:
             grads, norm = clip_by_global_norm(grads, 1.0)
         else:
@@ -320,9 +417,15 @@ class Tacotron2Trainer:
         learning rate (``rows`` as :meth:`compute_gradients`); the update is not applied when the loss is not
         finite."""
         losses, grads, norm = self.compute_gradients(batch, seed, rows)
-        values = {k: float(v) for k, v in losses.items()}
+        read = torch.stack([v.float() for v in losses.values()] + [norm.float()]).tolist()  # one host read a step
+        values, norm = dict(zip(losses, read[:-1])), read[-1]
         if not math.isfinite(values["loss"]):
-            return StepResult(values, float(norm), applied=False)
+            return StepResult(values, norm, applied=False)
+        if self.loss_scale is not None:
+            finite = math.isfinite(norm)
+            self.loss_scale.update(finite)
+            if not finite:  # fp16 overflow: the step is skipped, the scale backed off (not a divergence)
+                return StepResult(values, norm, applied=False, skipped=True)
         for v, g in zip(self._bindings.values(), grads):
             v.tensor.grad = g
         for group in self.optimizer.param_groups:
@@ -330,7 +433,7 @@ class Tacotron2Trainer:
         self.optimizer.step()
         for v in self._bindings.values():
             v.tensor.grad = None
-        return StepResult(values, float(norm))
+        return StepResult(values, norm)
 
     @torch.no_grad()
     def evaluate(self, batch: Mapping[str, np.ndarray], seed: int) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
@@ -348,16 +451,17 @@ class Tacotron2Trainer:
         try:
             torch.manual_seed(int(seed))
             steps = b["mel_targets"].shape[1] // self.hparams.outputs_per_step
-            out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], steps)
-            p = out["stop_token_prediction"].clamp(1e-7, 1 - 1e-7)
+            with self._autocast():
+                out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], steps)
+            p = out["stop_token_prediction"].float().clamp(1e-7, 1 - 1e-7)
             out = dict(out, stop_token_prediction=torch.log(p) - torch.log1p(-p))
             # one rank evaluates (data-parallel runs too): its own loss, no collective (in one process the same)
             losses = tacotron2_loss(self.model, out, b["mel_targets"], b["stop_token_targets"], b["targets_lengths"],
                                     b.get("linear_targets"), reduction="per_replica")
         finally:
             self.model.train()
-        return ({k: float(v) for k, v in losses.items()}, out["mel_outputs"][0].cpu().numpy(),
-                out["alignments"][0].cpu().numpy())
+        return ({k: float(v) for k, v in losses.items()}, out["mel_outputs"][0].float().cpu().numpy(),
+                out["alignments"][0].float().cpu().numpy())
 
     @torch.no_grad()
     def teacher_forced(self, batch: Mapping[str, np.ndarray], max_iters: int | None, seed: int) -> np.ndarray:
@@ -371,7 +475,7 @@ class Tacotron2Trainer:
             out = self.model(b["inputs"], b["input_lengths"], b.get("speaker_embeddings"), b["mel_targets"], max_iters)
         finally:
             self.model.train(was_training)
-        return out["mel_outputs"].cpu().numpy()
+        return out["mel_outputs"].float().cpu().numpy()
 
     # -- state ----------------------------------------------------------------------------------------------
     def save_model(self, path: str | os.PathLike, source: str = "") -> None:

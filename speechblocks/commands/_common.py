@@ -16,7 +16,7 @@ from ..tf1_checkpoint_file import CheckpointDtypeWarning, NonFiniteWeightsWarnin
 
 __all__ = ["PROG", "say", "one_line", "set_verbose", "silenced_stderr", "load_tensorflow", "load_torch",
            "trainer_class", "progress", "progress_bar", "user_input", "precheck_checkpoint",
-           "checkpoint_warnings_as_lines"]
+           "checkpoint_warnings_as_lines", "torch_device", "keras_device"]
 
 PROG = "speechblocks"
 
@@ -53,8 +53,9 @@ def silenced_stderr():
             os.close(saved)
 
 
-def load_tensorflow():
-    """Imports TensorFlow (and Keras) quietly; returns the module. Also quietens its Python-level logging."""
+def load_tensorflow(device: str = "auto"):
+    """Imports TensorFlow (and Keras) quietly; returns the module. Also quietens its Python-level logging.
+    ``device`` (``--device``) is applied before TensorFlow initialises its devices (:func:`keras_device`)."""
     if not _VERBOSE:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -62,6 +63,7 @@ def load_tensorflow():
         with silenced_stderr():
             import tensorflow as tf
 
+            keras_device(tf, device)
             tf.constant(0.0).numpy()  # device initialisation logs once, here
             import keras  # noqa: F401
     except ImportError:
@@ -90,25 +92,85 @@ def load_torch():
     return torch
 
 
-def trainer_class(framework: str, strategy: str | None = None, replicas: int | None = None):
-    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly; with
+def torch_device(spec: str = "auto"):
+    """``--device`` resolved for torch (a ``torch.device``): ``auto`` = CUDA when torch sees a GPU, else the CPU;
+    under ``torchrun`` ``auto``/``cuda`` mean ``cuda:LOCAL_RANK``. ``cuda``/``cuda:N`` on a machine where torch sees
+    no such GPU: a :class:`~speechblocks.errors.UsageError` (one line, exit status 2), raised before anything is
+    written."""
+    from ..devices import local_rank, parse_device
+
+    spec = parse_device(spec)
+    torch = load_torch()
+    if spec == "cpu":
+        return torch.device("cpu")
+    available = torch.cuda.is_available()
+    if spec == "auto" and not available:
+        return torch.device("cpu")
+    if not available:
+        why = (f"this torch ({torch.__version__}) is a CPU-only build" if torch.version.cuda is None
+               else f"torch {torch.__version__} (CUDA {torch.version.cuda}) finds no GPU or driver")
+        raise UsageError(f"--device {spec}: {why}; use --device cpu or auto")
+    count = torch.cuda.device_count()
+    rank = local_rank()
+    index = int(spec.split(":")[1]) if ":" in spec else (rank if rank is not None else torch.cuda.current_device())
+    if index >= count:
+        raise UsageError(f"--device {spec}: torch sees {count} CUDA GPU(s) (cuda:0..cuda:{count - 1})")
+    return torch.device("cuda", index)
+
+
+def keras_device(tf, spec: str = "auto") -> None:
+    """``--device`` for TensorFlow, before it initialises its devices: ``cpu`` hides the GPUs
+    (``tf.config.set_visible_devices([], "GPU")``), ``cuda:N`` shows only GPU N, ``auto``/``cuda`` leave
+    TensorFlow's own placement; ``cuda``/``cuda:N`` without such a GPU: a one-line
+    :class:`~speechblocks.errors.UsageError`."""
+    from ..devices import parse_device
+
+    spec = parse_device(spec)
+    if spec == "auto":
+        return
+    gpus = tf.config.list_physical_devices("GPU")
+    if spec.startswith("cuda"):
+        index = int(spec.split(":")[1]) if ":" in spec else 0
+        if index >= len(gpus):
+            raise UsageError(f"--device {spec}: TensorFlow sees {len(gpus)} GPU(s) (the tf extra installs "
+                             f"tensorflow-cpu; pip install 'speechblocks[tf-gpu]' for CUDA)")
+        visible = gpus if ":" not in spec else [gpus[index]]
+    else:
+        visible = []
+    try:
+        tf.config.set_visible_devices(visible, "GPU")
+    except RuntimeError:  # already initialised (a second load in the same process): its placement stays
+        pass
+
+
+def trainer_class(framework: str, strategy: str | None = None, replicas: int | None = None, device: str = "auto",
+                  precision: str = "fp32"):
+    """The framework's trainer (``torch_layers`` / ``tf_layers`` ``Tacotron2Trainer``), loaded quietly, configured
+    for ``device`` (``--device``: :func:`torch_device`, or TensorFlow's placement with :func:`keras_device`) and
+    ``precision`` (``--precision``, :meth:`~torch_layers.tacotron2_trainer.Tacotron2Trainer.configured`); with
     ``strategy="mirrored"`` the Keras trainer class of :meth:`~tf_layers.Tacotron2Trainer.mirrored`."""
     if framework == "torch":
-        load_torch()
+        resolved = torch_device(device)
         from torch_layers.tacotron2_trainer import Tacotron2Trainer
-        return Tacotron2Trainer
+        return Tacotron2Trainer.configured(resolved, precision)
+    if precision == "fp16":
+        raise UsageError("--precision fp16 is for --framework torch (its loss scaling); Keras trains in fp32 or bf16")
     mirrored = None
-    if strategy == "mirrored":  # the logical devices are set before TensorFlow initialises its devices
-        try:
-            with silenced_stderr():
+    try:
+        with silenced_stderr():
+            import tensorflow as tf
+
+            keras_device(tf, device)  # before the strategy's logical devices and TensorFlow's first op
+            if strategy == "mirrored":
                 from tf_layers._distribute import mirrored_strategy
 
                 mirrored = mirrored_strategy(replicas)
-        except ImportError:
-            raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
-    load_tensorflow()
+    except ImportError:
+        raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]'") from None
+    load_tensorflow(device)
     from tf_layers.tacotron2_trainer import Tacotron2Trainer
-    return Tacotron2Trainer if mirrored is None else Tacotron2Trainer.mirrored(strategy=mirrored)
+    trainer = Tacotron2Trainer if mirrored is None else Tacotron2Trainer.mirrored(strategy=mirrored)
+    return trainer if precision == "fp32" else trainer.configured(precision=precision)
 
 
 # -- messages and progress -------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import os
 from ..errors import UsageError
 
 __all__ = ["Refused", "refused", "require", "count", "existing_file", "existing_checkpoint", "preprocessed_folder",
-           "hparams_value", "assignment", "overrides", "common_options", "hparams_options", "griffin_lim_options"]
+           "hparams_value", "assignment", "overrides", "common_options", "hparams_options", "griffin_lim_options",
+           "device_value", "precision_value", "device_option", "precision_option"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,3 +157,42 @@ def griffin_lim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--griffin-lim", choices=GL_FRAMEWORKS, default="torch",
                    help="with --wav: where Griffin-Lim runs (default torch, the fast path)")
     p.add_argument("--griffin-lim-iters", type=int, metavar="N", help="with --wav: iterations (default: the hparam)")
+
+
+def device_value(text: str):
+    """``--device``: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`speechblocks.devices.parse_device`)."""
+    from ..devices import parse_device
+
+    try:
+        return parse_device(text)
+    except ValueError as e:
+        return Refused(str(e))
+
+
+def precision_value(choices: tuple[str, ...]):
+    """``--precision``: one of ``choices`` (:data:`speechblocks.devices.PRECISIONS`)."""
+    from ..devices import check_precision
+
+    def parse(text: str):
+        try:
+            return check_precision(text, choices)
+        except ValueError as e:
+            return Refused(str(e))
+
+    return _named(parse, "precision")
+
+
+def device_option(p: argparse.ArgumentParser, what: str = "the torch model") -> None:
+    """``--device auto|cpu|cuda|cuda:N`` of a command that runs a torch model (resolved by
+    :func:`speechblocks.commands._common.torch_device`)."""
+    p.add_argument("--device", type=device_value, default="auto", metavar="auto|cpu|cuda|cuda:N",
+                   help=f"where {what} runs: auto (default: CUDA when torch sees a GPU, else the CPU; under torchrun "
+                        "cuda:LOCAL_RANK), cpu, cuda, cuda:N; with --framework keras, cpu hides the GPUs from "
+                        "TensorFlow")
+
+
+def precision_option(p: argparse.ArgumentParser, choices: tuple[str, ...], what: str, default: str | None = "fp32",
+                     default_text: str = "fp32, the original") -> None:
+    """``--precision`` (``fp32`` the default, the original's)."""
+    p.add_argument("--precision", type=precision_value(choices), default=default, metavar="|".join(choices),
+                   help=f"{what} (default {default_text})")

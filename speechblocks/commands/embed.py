@@ -6,8 +6,8 @@ import os
 import numpy as np
 
 from .. import audio_commands, synthesis
-from ._common import load_tensorflow, load_torch, progress, user_input
-from ._options import existing_file, require
+from ._common import load_tensorflow, progress, torch_device, user_input
+from ._options import device_option, existing_file, require
 
 NAME = "embed"
 HELP = "the GE2E speaker embedding of recordings"
@@ -27,6 +27,7 @@ def add_arguments(p) -> None:
                         "$SPEECHBLOCKS_GE2E_WEIGHTS or the weights make install fetched)")
     p.add_argument("--framework", choices=("torch", "keras"), default="torch")
     p.add_argument("--out", required=True, help="one file: the .npy; several: a directory of <name>.npy")
+    device_option(p, "the torch speaker encoder")
     p.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
 
 
@@ -36,12 +37,13 @@ def run(args) -> int:
     wavs = [require(existing_file()(p)) for p in args.wav]  # after the encoder is told apart from the recordings
     stems = [os.path.splitext(os.path.basename(p))[0] for p in wavs]
     outputs = synthesis.output_files(args.out, stems)
+    device = None
     if args.framework == "torch":
-        load_torch()
+        device = torch_device(args.device)
     else:
-        load_tensorflow()
+        load_tensorflow(args.device)
     with user_input():  # the encoder's weights file, the recordings
-        encoder = audio_commands.load_speaker_encoder(args.encoder, args.framework)
+        encoder = audio_commands.load_speaker_encoder(args.encoder, args.framework, device)
         embeds = audio_commands.embed_wavs(encoder, wavs, progress(NAME, args.quiet))
     audio_commands.write_arrays(embeds, outputs)
     for p, e in zip(outputs, embeds):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 
 from .. import audio_commands, synthesis
-from ._common import load_tensorflow, load_torch, progress, user_input
-from ._options import hparams_options, overrides
+from ._common import load_tensorflow, progress, torch_device, user_input
+from ._options import device_option, hparams_options, overrides
 
 NAME = "griffin-lim"
 HELP = "a mel (or linear) spectrogram back to a wav"
@@ -27,6 +27,7 @@ def add_arguments(p) -> None:
     p.add_argument("--griffin-lim-iters", type=int, metavar="N", help="iterations (default: the hparam, 60)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initial phases (default 0)")
     p.add_argument("--out", required=True, help="one file: the .wav; several: a directory of <name>.wav")
+    device_option(p, "torch's Griffin-Lim")
     p.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
 
 
@@ -37,12 +38,13 @@ def run(args) -> int:
     specs = [audio_commands.read_spectrogram(p, channels, what) for p in args.spectrogram]
     stems = [os.path.splitext(os.path.basename(p))[0] for p in args.spectrogram]
     outputs = synthesis.output_files(args.out, stems, ".wav")
+    device = None
     if args.framework == "torch":
-        load_torch()
+        device = torch_device(args.device)
     elif args.framework == "keras":
-        load_tensorflow()
+        load_tensorflow(args.device)
     wavs = audio_commands.griffin_lim_wavs(specs, hp, args.framework, args.griffin_lim_iters, args.seed,
-                                           linear=args.linear, progress=progress(NAME, args.quiet))
+                                           linear=args.linear, progress=progress(NAME, args.quiet), device=device)
     audio_commands.write_wavs(wavs, outputs, hp.sample_rate)
     for p, w in zip(outputs, wavs):
         print(f"{p}: {w.shape[0] / hp.sample_rate:.2f} s at {hp.sample_rate} Hz")

@@ -6,8 +6,8 @@ import sys
 
 from .. import audio_commands
 from ..errors import UsageError
-from ._common import load_torch, progress_bar, say, user_input
-from ._options import assignment, existing_file, hparams_value, overrides, require
+from ._common import load_torch, progress_bar, say, torch_device, user_input
+from ._options import assignment, device_option, existing_file, hparams_value, overrides, require
 
 NAME = "preprocess"
 HELP = "a speech corpus to training data, as the original preprocessors"
@@ -50,6 +50,7 @@ def add_arguments(p) -> None:
     p.add_argument("--skip-bad", action="store_true",
                    help="skip bad utterances (missing or unreadable audio, text outside the symbol table, bad "
                         "metadata lines), one line each on stderr, counted in the summary")
+    device_option(p, "rtvc: the GE2E speaker encoder (auto takes a GPU only with --workers 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
 
 
@@ -71,13 +72,17 @@ def run(args) -> int:
     cleaners = [c.strip() for c in args.cleaners.split(",") if c.strip()]
     if hp.preset == "rtvc" and args.encoder is not None:
         require(existing_file("--encoder")(args.encoder))
+    device = None
     if hp.preset == "rtvc":
         load_torch()
+        # auto: the GPU only where the encoder runs in one process (a forked worker cannot use the parent's CUDA)
+        device = torch_device("cpu" if args.device == "auto" and workers > 1 else args.device)
     bar = progress_bar(NAME) if sys.stderr.isatty() and not args.quiet else None
     try:
         summary = preprocess.preprocess(args.dataset, args.out, hp, encoder=args.encoder, workers=workers,
                                         skip_existing=args.skip_existing, skip_bad=args.skip_bad,
-                                        cleaners=cleaners, progress=bar, report=lambda line: say(NAME, line))
+                                        cleaners=cleaners, progress=bar, report=lambda line: say(NAME, line),
+                                        device=device)
     finally:
         if bar is not None:
             bar(None, None)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 
+from ..devices import PRECISIONS
 from ..errors import UsageError
 from ..tacotron1_hparams import TACOTRON1_PRESETS
 from ..tacotron1_schema import check_preset_family
 from ._common import load_tensorflow, load_torch, say, trainer_class, user_input
-from ._options import count, existing_checkpoint, hparams_options, overrides, preprocessed_folder
+from ._options import (count, device_option, existing_checkpoint, hparams_options, overrides, precision_option,
+                       preprocessed_folder)
 
 NAME = "train"
 HELP = "train Tacotron-2 (or fine-tune a keithito/mimic2 Tacotron-1) on a preprocessed folder, as the originals"
@@ -33,7 +35,9 @@ EXAMPLES = """examples:
   torchrun --nproc-per-node 2 -m speechblocks.cli train data runs/ddp --framework torch   # 2 processes (gloo)
   speechblocks train data runs/mirrored --framework keras --strategy mirrored --replicas 2
   speechblocks train ljs runs/keithito --from tacotron-20180906/model.ckpt --steps 2000 --framework torch
-  speechblocks train ljs runs/keithito --steps 1000      # resume the Tacotron-1 run"""
+  speechblocks train ljs runs/keithito --steps 1000      # resume the Tacotron-1 run
+  speechblocks train data runs/gpu --device cuda --precision bf16      # one GPU, bfloat16 autocast
+  torchrun --nproc-per-node 4 -m speechblocks.cli train data runs/ddp4 --device cuda   # 4 GPUs (NCCL)"""
 
 
 def add_arguments(p) -> None:
@@ -62,6 +66,10 @@ def add_arguments(p) -> None:
     p.add_argument("--checkpoint-interval", type=count("--checkpoint-interval"), metavar="N",
                    help="Tacotron-1 (keithito/mimic2 --from): a checkpoint every N global steps (default 1000, "
                         "keithito's --checkpoint_interval); Tacotron-2 uses --set tacotron_checkpoint_interval=N")
+    device_option(p, "the torch model trains (Tacotron-2)")
+    precision_option(p, PRECISIONS, "Tacotron-2: fp32, bf16 (torch autocast / Keras mixed_bfloat16) or fp16 (torch "
+                     "autocast + dynamic loss scaling); weights, Adam slots, checkpoints and losses stay float32",
+                     default=None, default_text="the run's, else fp32, the original")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -115,7 +123,9 @@ def run(args) -> int:
                                     guided_attention=args.guided_attention,
                                     guided_attention_sigma=args.guided_attention_sigma)
     training.guided_attention(options, info)  # its bad values refused before a framework loads
-    backend = trainer_class(framework, args.strategy, args.replicas)
+    options.precision = args.precision or (info or {}).get("precision") or "fp32"
+    backend = trainer_class(framework, args.strategy, args.replicas, args.device, options.precision)
+    options.announce = f"{_where(backend)}, precision {options.precision}"
     try:
         with user_input():  # train's documented ValueErrors: the data, the hparams, the checkpoints
             result = training.train(backend, options)
@@ -133,6 +143,17 @@ def run(args) -> int:
     return 0
 
 
+def _where(backend) -> str:
+    """Where the trainers of ``backend`` run, for the first progress line."""
+    device = getattr(backend, "default_device", None)
+    if device is not None:
+        return f"device {device}"
+    import tensorflow as tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    return f"TensorFlow on {len(gpus)} GPU(s)" if gpus else "TensorFlow on the CPU"
+
+
 def _tacotron1_refusals(args) -> None:
     if os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1", "0"):
         raise UsageError("Tacotron-1 fine-tuning runs in one process (not under torchrun)")
@@ -143,6 +164,9 @@ def _tacotron1_refusals(args) -> None:
             raise UsageError(f"{option} is for Tacotron-2; Tacotron-1 fine-tuning follows keithito's recipe")
     if args.steps is None:
         raise UsageError("Tacotron-1 fine-tuning needs --steps N (the originals train until stopped)")
+    if args.device.startswith("cuda") or args.precision not in (None, "fp32"):
+        raise UsageError("Tacotron-1 fine-tuning runs on the CPU in float32 (its Adam update is numpy's, keithito's "
+                         "recipe): drop --device/--precision")
     if isinstance(args.hparams, str):
         check_preset_family(args.hparams, "tacotron1", f"--from {getattr(args, 'from')!r}")
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..tacotron2_hparams import Tacotron2HParams
 
-__all__ = ["Distribution", "StepResult", "TrainerBackend"]
+__all__ = ["Distribution", "StepResult", "TrainerBackend", "PrecisionAware", "precision_state", "load_precision_state"]
 
 
 @dataclasses.dataclass
@@ -29,12 +29,15 @@ class StepResult:
         grad_norm (float): the global norm of the gradients before clipping.
         applied (bool): whether the update was applied (False when the loss is not finite).
         learning_rate (float, optional): the rate of the update (set by the training loop).
+        skipped (bool): ``--precision fp16``: the gradients overflowed at the current loss scale, the update was
+            skipped and the scale backed off (not a divergence: the loop goes on with the next batch).
     """
 
     losses: dict
     grad_norm: float
     applied: bool = True
     learning_rate: float | None = None
+    skipped: bool = False
 
 
 class Distribution(Protocol):
@@ -115,3 +118,27 @@ class TrainerBackend(Protocol):
         Raises:
             ValueError: slots of some variables only, or of the wrong shape.
         """
+
+
+@runtime_checkable
+class PrecisionAware(Protocol):
+    """Optional members of a :class:`TrainerBackend` that trains in a lower precision (``speechblocks train
+    --precision``): what a checkpoint keeps of it. A backend without them trains in float32 and checkpoints nothing
+    more; the loop reads them through :func:`precision_state` / :func:`load_precision_state`."""
+
+    def precision_state(self) -> dict:
+        """``{"precision": "fp32"|"bf16"|"fp16"}`` and, for ``fp16``, the dynamic loss scale's state."""
+
+    def load_precision_state(self, state: Mapping | None) -> None:
+        """Restore :meth:`precision_state` (``None``: a checkpoint without it, the fresh state)."""
+
+
+def precision_state(trainer) -> dict | None:
+    """``trainer.precision_state()`` of a :class:`PrecisionAware` backend, else ``None``."""
+    return trainer.precision_state() if isinstance(trainer, PrecisionAware) else None
+
+
+def load_precision_state(trainer, state: Mapping | None) -> None:
+    """``trainer.load_precision_state(state)`` of a :class:`PrecisionAware` backend (else nothing to restore)."""
+    if isinstance(trainer, PrecisionAware):
+        trainer.load_precision_state(state)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..atomic_files import atomic_path
-from .backend import Distribution, StepResult
+from .backend import Distribution, StepResult, precision_state
 from .checkpoint_files import write_state
 from .metadata import BatchSampler
 from .noise import step_seed
@@ -230,10 +230,13 @@ def _write_checkpoint(run_dir: str, trainer, step: int, sampler: BatchSampler, s
     model_name, state_name = stem + trainer.model_suffix, stem + ".state.npz"
     trainer.save_model(os.path.join(ckpt_dir, model_name))
     updates, slots = trainer.optimizer_state()
-    write_state(os.path.join(ckpt_dir, state_name),
-                {"global_step": step, "sampler": sampler.state_dict(), "seed": seed, "framework": framework,
-                 "adam_updates": updates, "model": model_name,
-                 "rng": "dropout and zoneout re-seeded every step from (seed, global_step)"}, slots)
+    meta = {"global_step": step, "sampler": sampler.state_dict(), "seed": seed, "framework": framework,
+            "adam_updates": updates, "model": model_name,
+            "rng": "dropout and zoneout re-seeded every step from (seed, global_step)"}
+    precision = precision_state(trainer)  # --precision (and fp16's loss scale, which a resumed run continues)
+    if precision is not None:
+        meta["precision"] = precision
+    write_state(os.path.join(ckpt_dir, state_name), meta, slots)
     latest = os.path.join(ckpt_dir, "latest.json")
     with atomic_path(latest) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump({"step": step, "model": model_name, "state": state_name}, f)

@@ -53,7 +53,7 @@ import numpy as np
 from ..atomic_files import atomic_path
 from ..errors import UsageError
 from ..tacotron2_hparams import TACOTRON2_PRESETS, Tacotron2HParams, resolve_hparams, tacotron2_hparams
-from .backend import Distribution, StepResult, TrainerBackend
+from .backend import Distribution, StepResult, TrainerBackend, load_precision_state
 from .batches import pad_batch, prepare_batch, shard_rows
 from .checkpoint_files import read_state
 from .examples import check_example_files, load_example
@@ -98,6 +98,10 @@ class TrainOptions:
             trains without it, a resumed run keeps its own; ``0`` turns it off.
         guided_attention_sigma (float, optional): the width of its diagonal band. (Default: the run's, else
             :data:`~speechblocks.training.guided_attention.DEFAULT_SIGMA`)
+        precision (str): ``--precision`` of the backend (``fp32``, ``bf16``, ``fp16``), recorded in ``run.json`` of a
+            new run (the backend class carries it: ``Tacotron2Trainer.configured``).
+        announce (str, optional): a progress line said once the run's checks have passed and its trainer is made
+            (``speechblocks train``: where it trains and in which precision).
     """
 
     data: str
@@ -112,6 +116,8 @@ class TrainOptions:
     handle_signals: bool = True
     guided_attention: float | None = None
     guided_attention_sigma: float | None = None
+    precision: str = "fp32"
+    announce: str | None = None
 
 
 @dataclasses.dataclass
@@ -312,6 +318,8 @@ def _resolve_run(backend_cls, options: TrainOptions, ranks: Distribution | None)
     hp_full = {k: _json_value(v) for k, v in hp_full.items()}
     run = _Run(data_dir, run_dir, framework, info, latest, hp_full, model_hp, trainer, start_step, seed,
                sampler_state, guided_attention(options, info), progress, ranks)
+    if options.announce:
+        progress.say(options.announce)
     if run.world > 1 and int(hp_full["tacotron_batch_size"]) < run.world:
         raise UsageError(f"tacotron_batch_size {hp_full['tacotron_batch_size']} is smaller than the {run.world} "
                          f"data-parallel processes (each reads its rows of the global batch)")
@@ -327,6 +335,7 @@ def _resume_trainer(backend_cls, run_dir: str, info: dict, latest: dict, hp_full
     meta, slots = read_state(os.path.join(ckpt_dir, latest["state"]))
     start_step = int(meta["global_step"])
     trainer.load_optimizer_state(int(meta["adam_updates"]), slots)
+    load_precision_state(trainer, meta.get("precision"))  # --precision fp16: the loss scale continues exactly
     return trainer, model_hp, start_step, int(meta["seed"]), meta["sampler"]
 
 
@@ -365,7 +374,8 @@ def _record_run(run: _Run, options: TrainOptions) -> None:
     os.makedirs(os.path.join(run.run_dir, "checkpoints"), exist_ok=True)
     if run.info is None or run.guided != run.info.get("guided_attention"):
         record = run.info or {"format": RUN_FORMAT, "version": 1, "framework": run.framework, "hparams": run.hp_full,
-                              "n_symbols": run.model_hp.n_symbols, "data": run.data_dir, "source": options.source}
+                              "n_symbols": run.model_hp.n_symbols, "data": run.data_dir, "source": options.source,
+                              "precision": options.precision}
         _write_json(os.path.join(run.run_dir, "run.json"), dict(record, guided_attention=run.guided))
 
 
@@ -444,7 +454,7 @@ def _step(run: _Run, data: _Data, step: int, last_checkpoint: str | None) -> tup
     timing = (t1 - t0, time.perf_counter() - t1, int(batch["targets_lengths"].sum()))
     result.learning_rate = lr
     loss = float(result.losses["loss"])
-    if not result.applied or not math.isfinite(loss):
+    if (not result.applied and not result.skipped) or not math.isfinite(loss):
         ids = ", ".join(utterance_id(e) for e in entries)
         raise TrainingDivergedError(f"the loss is {loss} at step {step + 1} on the batch of utterances [{ids}]; the "
                                     f"update was not applied (last checkpoint: {last_checkpoint or 'none'})")

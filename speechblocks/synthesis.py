@@ -8,6 +8,7 @@ before anything is decoded or written. Frameworks are imported only inside the f
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -20,7 +21,7 @@ from .errors import UsageError
 __all__ = ["SynthesisResult", "read_texts", "encode_texts", "output_paths", "output_files", "make_output_directory",
            "plot_paths", "require_matplotlib",
            "read_speaker_embedding", "source_kind", "load_model", "check_speaker_embedding", "synthesize",
-           "write_outputs", "TerminalProgress"]
+           "write_outputs", "TerminalProgress", "precision_scope", "decoder_loop_line", "precision_error"]
 
 
 def _usage(message: str) -> Exception:
@@ -192,8 +193,13 @@ def source_kind(source: str, framework: str | None) -> tuple[str, str]:
     return "tf1", framework or "keras"
 
 
-def load_model(source: str, kind: str, framework: str, hparams=None, overrides=None, seed: int | None = 0):
-    """The Tacotron-2 in ``framework`` from a migrated file (``kind`` ``"keras"``/``"torch"``) or a TF1 checkpoint."""
+def load_model(source: str, kind: str, framework: str, hparams=None, overrides=None, seed: int | None = 0,
+               device=None, precision: str = "fp32"):
+    """The Tacotron-2 in ``framework`` from a migrated file (``kind`` ``"keras"``/``"torch"``) or a TF1 checkpoint.
+
+    ``device`` (torch): a ``torch.device`` the model is moved to (default: the CPU). ``precision`` (Keras):
+    ``"bf16"`` builds the model under the ``mixed_bfloat16`` policy (float32 weights, bfloat16 compute); torch
+    keeps float32 weights and runs :func:`synthesize` under autocast instead."""
     overrides = dict(overrides or {})
     if framework == "keras":
         import keras
@@ -202,14 +208,86 @@ def load_model(source: str, kind: str, framework: str, hparams=None, overrides=N
 
         if seed is not None:
             keras.utils.set_random_seed(seed)  # the pre-net's seed generator draws from it when the model is built
-        if kind == "tf1":
-            return tf_layers.Tacotron2.from_tf1_checkpoint(source, hparams, **overrides)
-        return tf_layers.Tacotron2.from_migrated(source, hparams, **overrides)
+        with precision_scope("keras", precision):
+            if kind == "tf1":
+                return tf_layers.Tacotron2.from_tf1_checkpoint(source, hparams, **overrides)
+            return tf_layers.Tacotron2.from_migrated(source, hparams, **overrides)
     import torch_layers
 
     if kind == "tf1":
-        return torch_layers.Tacotron2.from_tf1_checkpoint(source, hparams, **overrides)
-    return torch_layers.Tacotron2.from_migrated(source, hparams, **overrides)
+        model = torch_layers.Tacotron2.from_tf1_checkpoint(source, hparams, **overrides)
+    else:
+        model = torch_layers.Tacotron2.from_migrated(source, hparams, **overrides)
+    return model if device is None else model.to(device)
+
+
+@contextlib.contextmanager
+def precision_scope(framework: str, precision: str = "fp32", device=None):
+    """The numeric precision of ``--precision``: ``"fp32"`` nothing; ``"bf16"``: torch -- ``torch.autocast`` on
+    ``device``'s type (default the CPU) in bfloat16 (autocast's own lists choose the operations that run in it);
+    Keras -- the ``mixed_bfloat16`` global dtype policy while models are built (restored afterwards)."""
+    if precision == "fp32":
+        yield
+        return
+    if precision != "bf16":
+        raise UsageError(f"--precision must be one of fp32, bf16; got {precision!r}")
+    if framework == "torch":
+        import torch
+
+        with torch.autocast(torch.device(device or "cpu").type, dtype=torch.bfloat16):
+            yield
+        return
+    import keras
+
+    saved = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(saved)
+
+
+def decoder_loop_line(model, framework: str, batch: int, precision: str = "fp32") -> str:
+    """Which decoder loop a free-running synthesis of ``batch`` sentences runs, and why, as
+    :func:`torch_layers.decoding_plan.plan_decoding` (or the Keras one) decides it for the model's device and
+    ``precision`` (``"decoder loop: native-step"``: the C step on the CPU; on a GPU or in bfloat16 the framework's
+    own loop)."""
+    hp = model.hparams
+    size = 2 * int(hp.encoder_lstm_units) + int(hp.speaker_embedding_size or 0)
+    if framework == "torch":
+        import torch
+
+        from torch_layers.decoding_plan import plan_decoding
+
+        device = model.embedding.weight.device
+        with torch.no_grad(), precision_scope("torch", precision, device):
+            memory = torch.zeros((batch, 1, size), device=device)
+            return str(plan_decoding(model.decoder, memory, training=False, stop_each=batch > 1))
+    import tensorflow as tf
+
+    from tf_layers.decoding_plan import plan_decoding
+
+    memory = tf.zeros((batch, 1, size), dtype=model.decoder.compute_dtype)
+    return str(plan_decoding(model.decoder, memory, stop_each=batch > 1))
+
+
+def precision_error(reference: list[SynthesisResult], results: list[SynthesisResult]) -> dict:
+    """How far ``results`` (e.g. ``--precision bf16``) are from ``reference`` (float32), sentence by sentence over
+    the frames both kept: ``mel_max_abs`` / ``mel_mean_abs`` (the largest and the mean ``|Δ|`` of the mel outputs),
+    ``argmax_agreement`` (the share of decoder steps whose alignment argmax -- the attended symbol -- is the same),
+    ``stop_steps`` (``[reference, results]`` per sentence) and ``stopped`` (both)."""
+    maxes, means, agree, steps, stopped = [], [], [], [], []
+    for a, b in zip(reference, results, strict=True):
+        n = min(a.mel.shape[0], b.mel.shape[0])
+        d = np.abs(np.asarray(a.mel[:n], np.float64) - np.asarray(b.mel[:n], np.float64))
+        maxes.append(float(d.max()) if n else 0.0)
+        means.append(float(d.mean()) if n else 0.0)
+        k = min(a.alignment.shape[1], b.alignment.shape[1])
+        agree.append(float(np.mean(a.alignment[:, :k].argmax(0) == b.alignment[:, :k].argmax(0))) if k else 1.0)
+        steps.append([int(a.steps), int(b.steps)])
+        stopped.append([bool(a.stopped), bool(b.stopped)])
+    return {"mel_max_abs": max(maxes), "mel_mean_abs": float(np.mean(means)), "argmax_agreement": float(np.mean(agree)),
+            "stop_steps": steps, "stopped": stopped}
 
 
 def check_speaker_embedding(model, embedding: np.ndarray | None, path, n: int) -> np.ndarray | None:
@@ -251,19 +329,25 @@ class TerminalProgress:
 
 
 def synthesize(model, framework: str, encoded: list[tuple[str, list[int]]], embeddings, max_iters, seed,
-               progress=None, texts: list[str] | None = None) -> list[SynthesisResult]:
+               progress=None, texts: list[str] | None = None, precision: str = "fp32") -> list[SynthesisResult]:
     """Decodes every sentence in one padded batch (``model.synthesize_batch``); each result is cut to the
-    sentence's own stop, which equals running it alone (docs/ARCHITECTURE.md, tolerances)."""
+    sentence's own stop, which equals running it alone (docs/ARCHITECTURE.md, tolerances). ``precision="bf16"``
+    (torch): under :func:`precision_scope` (autocast on the model's device); a Keras model's precision is its
+    dtype policy (:func:`load_model`). The results are float32 arrays."""
     if framework == "torch" and seed is not None:
         import torch
 
         torch.manual_seed(seed)
     sequences = [ids for _, ids in encoded]
-    outs = model.synthesize_batch(sequences, speaker_embeddings=embeddings, max_iters=max_iters, progress=progress)
+    device = model.embedding.weight.device if framework == "torch" else None
+    with precision_scope(framework, precision if framework == "torch" else "fp32", device):
+        outs = model.synthesize_batch(sequences, speaker_embeddings=embeddings, max_iters=max_iters,
+                                      progress=progress)
     results = []
     for i, ((cleaned, ids), out) in enumerate(zip(encoded, outs)):
-        results.append(SynthesisResult(texts[i] if texts else cleaned, cleaned, list(ids), out["mel_outputs"],
-                                       out["alignments"], out["stop_token_prediction"], int(out["alignments"].shape[1]),
+        f32 = {k: np.asarray(out[k], np.float32) for k in ("mel_outputs", "alignments", "stop_token_prediction")}
+        results.append(SynthesisResult(texts[i] if texts else cleaned, cleaned, list(ids), f32["mel_outputs"],
+                                       f32["alignments"], f32["stop_token_prediction"], int(f32["alignments"].shape[1]),
                                        bool(out["stopped"])))
     return results
 

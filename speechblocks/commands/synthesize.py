@@ -6,10 +6,12 @@ import sys
 import numpy as np
 
 from .. import audio_commands, synthesis
+from ..devices import INFERENCE_PRECISIONS
 from ..errors import UsageError
 from ..synthesis_tacotron1 import source_family
-from ._common import load_tensorflow, load_torch, say, user_input, write_and_report
-from ._options import count, existing_file, griffin_lim_options, hparams_options, overrides
+from ._common import load_tensorflow, load_torch, say, torch_device, user_input, write_and_report
+from ._options import (count, device_option, existing_file, griffin_lim_options, hparams_options, overrides,
+                       precision_option)
 from ._synthesize_tacotron1 import run_tacotron1
 
 NAME = "synthesize"
@@ -28,7 +30,9 @@ EXAMPLES = """examples:
       --max-iters 400 --out costs.npy
   speechblocks synthesize tacotron2.pt --text "Hello world." --speaker-wav me.wav --out hello.npy --wav
   speechblocks synthesize tacotron-20180906/model.ckpt --text "Turn left on {HH AW1 S T AH0 N} Street." \
-      --out houston.npy --wav --plot houston.png"""
+      --out houston.npy --wav --plot houston.png
+  speechblocks synthesize tacotron2.pt --text-file lines.txt --speaker-embedding spk.npy --out mels/ \
+      --device cuda --precision bf16"""
 
 
 def add_arguments(p) -> None:
@@ -59,6 +63,9 @@ def add_arguments(p) -> None:
                    help="also write audio (Griffin-Lim with the model's audio hparams): beside each .npy, or this "
                         ".wav file (one sentence) / directory (several)")
     griffin_lim_options(p)
+    device_option(p, "the torch model (and torch's Griffin-Lim, the GE2E encoder)")
+    precision_option(p, INFERENCE_PRECISIONS, "Tacotron-2: fp32 or bf16 (torch autocast / Keras mixed_bfloat16; "
+                     "its error against fp32: docs/gpu.md)")
     p.add_argument("--quiet", action="store_true", help="no progress line on a terminal")
 
 
@@ -76,19 +83,30 @@ def run(args) -> int:
     if kind == "torch":
         load_torch()  # a migrated torch file's model entry says its family
     if source_family(args.source, kind) == "tacotron1":
+        if args.device.startswith("cuda") or args.precision != "fp32":
+            raise UsageError("--device/--precision: Tacotron-1 (keithito, mimic2) synthesizes on the CPU in float32 "
+                             "(drop them)")
         return run_tacotron1(args, texts, outputs, plots, wav_paths, kind, framework)
     cleaners = tuple(c.strip() for c in args.cleaners.split(",") if c.strip())
     sequences = synthesis.encode_texts(texts, cleaners)
+    device = None
     if framework == "keras":
-        load_tensorflow()
+        load_tensorflow(args.device)
     if framework == "torch" or args.speaker_wav or (wav_paths and args.griffin_lim == "torch"):
-        load_torch()
+        # the torch model, torch's Griffin-Lim and the GE2E encoder on --device (with --framework keras: the CPU
+        # unless --device names a GPU)
+        device = torch_device(args.device if framework == "torch" or args.device != "auto" else "cpu")
     settings = overrides(args.set)
     with user_input():  # the model file, the hparams and the --set values
-        model = synthesis.load_model(args.source, kind, framework, args.hparams, settings, args.seed)
+        model = synthesis.load_model(args.source, kind, framework, args.hparams, settings, args.seed,
+                                     device=device if framework == "torch" else None, precision=args.precision)
+    if sys.stderr.isatty() and not args.quiet:  # the progress line's first words: where, and which loop
+        where = f"device {device}" if framework == "torch" else _keras_where()
+        say(NAME, f"{where}, precision {args.precision}, "
+                  f"{synthesis.decoder_loop_line(model, framework, len(texts), args.precision)}")
     if args.speaker_wav:
         with user_input():  # the encoder's weights file, the recording
-            encoder = audio_commands.load_speaker_encoder(args.encoder)
+            encoder = audio_commands.load_speaker_encoder(args.encoder, device=device)
             (ref,) = audio_commands.embed_wavs(encoder, [args.speaker_wav])
         embedding = np.repeat(ref[None], len(texts), axis=0)
         say(NAME, f"speaker embedding of {args.speaker_wav} ({ref.shape[0]} values)")
@@ -101,14 +119,23 @@ def run(args) -> int:
         audio_hp = None
     show = synthesis.TerminalProgress(sys.stderr, args.max_iters or model.hparams.max_iters) \
         if sys.stderr.isatty() and not args.quiet else None
-    results = synthesis.synthesize(model, framework, sequences, embeddings, args.max_iters, args.seed, show, texts)
+    results = synthesis.synthesize(model, framework, sequences, embeddings, args.max_iters, args.seed, show, texts,
+                                   precision=args.precision)
     if show is not None:
         show.close()
     wavs = None
     if wav_paths:
         tell = (lambda line: say(NAME, line)) if sys.stderr.isatty() and not args.quiet else None
         wavs = audio_commands.griffin_lim_wavs([r.mel for r in results], audio_hp, args.griffin_lim,
-                                               args.griffin_lim_iters, args.seed, progress=tell)
+                                               args.griffin_lim_iters, args.seed, progress=tell,
+                                               device=device if args.griffin_lim == "torch" else None)
     write_and_report(results, outputs, plots, wavs, wav_paths, audio_hp.sample_rate if wav_paths else None,
                                f"Griffin-Lim, {args.griffin_lim}")
     return 0
+
+
+def _keras_where() -> str:
+    import tensorflow as tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    return f"TensorFlow on {len(gpus)} GPU(s)" if gpus else "TensorFlow on the CPU"

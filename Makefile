@@ -11,7 +11,7 @@ AUDIO   := librosa==0.11.0 soundfile==0.14.0 soxr==1.1.0 webrtcvad-wheels==2.0.1
 # the recogniser of `speechblocks evaluate` (setup.cfg extra `eval`), pinned: its word error rates are tested
 EVAL    := pocketsphinx==5.1.1 jiwer==4.0.0
 # the documentation site and the PyPI description check (setup.cfg extra `docs`), pinned
-DOCS    := mkdocs==1.6.1 mkdocs-material==9.8.1 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11 twine==7.0.0 build==1.6.1
+DOCS    := mkdocs==1.6.1 mkdocs-material==9.8.1 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11 twine==7.0.0 build==1.6.1 'readme_renderer[md]==46.0'
 # real pretrained GE2E weights: resemblyzer's wheel ships them (its dependencies are not needed)
 GE2E    := .venv/assets/resemblyzer/pretrained.pt
 

@@ -18,8 +18,10 @@ name, made here in numpy: a small RTVC Tacotron-2 TF1 checkpoint at ``taco_pretr
 (random weights, the RTVC speaker embedding of 256), a small Rayhane one trained with ``predict_linear`` at
 ``model.ckpt-100``, a small keithito Tacotron-1 at ``tacotron-20180906/model.ckpt``, ``speaker.npy``, two
 recordings ``me.wav`` and ``recording.wav`` (a synthetic voice), GE2E weights ``encoder.pt`` (random; also
-``$SPEECHBLOCKS_GE2E_WEIGHTS``) and the RTVC checkpoint migrated to torch, ``tacotron2.pt``. The checkpoints'
-sizes are the examples' only difference from real ones.
+``$SPEECHBLOCKS_GE2E_WEIGHTS``), the RTVC checkpoint migrated to torch, ``tacotron2.pt``, an asteroid-style
+``separator.pth`` holding a ``TAC(64, 128)`` under ``masker.tac.``, and for ``speechblocks evaluate`` ``lines.txt``
+(two sentences), ``held_out.txt`` (``NAME|sentence``) with its recordings in ``held_out/``. The checkpoints' sizes
+are the examples' only difference from real ones.
 """
 from __future__ import annotations
 
@@ -153,6 +155,16 @@ def make_workspace(root: str) -> str:
         soundfile.write(os.path.join(root, name), synthetic_speech(16000, 1.5, seed=seed), 16000)
     torch.manual_seed(0)
     torch.save(torch_layers.SpeakerEncoder().state_dict(), os.path.join(root, "encoder.pt"))
+    tac = {f"masker.tac.{k}": v for k, v in torch_layers.TAC(64, 128).state_dict().items()}
+    torch.save({"model_name": "ConvTasNet", "state_dict": {**tac, "masker.bottleneck.weight": torch.zeros(8, 4, 1)}},
+               os.path.join(root, "separator.pth"))
+    with open(os.path.join(root, "lines.txt"), "w") as f:
+        f.write("Hello world.\nIn such a case.\n")
+    os.makedirs(os.path.join(root, "held_out"))
+    with open(os.path.join(root, "held_out.txt"), "w") as f:
+        f.write("me|Hello world.\nrecording|In such a case.\n")
+    for name in ("me.wav", "recording.wav"):
+        shutil.copy(os.path.join(root, name), os.path.join(root, "held_out", name))
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["migrate", os.path.join(root, "taco_pretrained/tacotron_model.ckpt-278000"), "--to", "torch",
                      os.path.join(root, "tacotron2.pt")]) == 0

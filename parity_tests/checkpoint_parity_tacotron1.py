@@ -180,14 +180,17 @@ def _framework_outputs(hp, layout, weights, runs, steps, say, perturb) -> dict:
     return outputs
 
 
-def prefetch_tacotron1_legacy(checkpoint, *, steps: int = 20, batch: int = 2, seed: int = 0) -> None:
+def prefetch_tacotron1_legacy(checkpoint, *, steps: int = 20, batch: int = 2, seed: int = 0,
+                              run_legacy: Callable | None = None) -> None:
     """Runs the TF1 reference graphs of ``run_tacotron1_checkpoint_parity(checkpoint, steps=, batch=, seed=)`` now
     (hparams and layout read from the checkpoint), so that the later call finds them memoised in this process
     (``parity_tests.reference.run_legacy``: the specs are keyed by content, the weights file named by its content).
-    ``make demo`` calls it in a background thread while the main thread does other work."""
+    ``make demo`` calls it in a background thread while the main thread does other work, with a ``run_legacy`` of
+    its own legacy subprocess (default: :func:`parity_tests.reference.run_legacy`; either fills the same memo)."""
     from .checkpoint_parity import _weights_file
-    from .reference import run_legacy
 
+    if run_legacy is None:
+        from .reference import run_legacy
     weights, hp, layout = _read_model(checkpoint, None, None, lambda line: None)
     weights_file = _weights_file(weights, MODEL_SCOPE)
     try:

@@ -175,12 +175,15 @@ def default_checkpoint_spec(preset="keithito", layout=None, max_iters=2, seed=0,
                       options={"max_iters": max_iters})
 
 
-def write_default_checkpoint(out_dir, preset="keithito", layout=None, max_iters=2, seed=0):
+def write_default_checkpoint(out_dir, preset="keithito", layout=None, max_iters=2, seed=0, run_legacy=None):
     """Builds, fills (seeded) and saves the default-size model; copies ``model.ckpt.*`` and ``checkpoint`` into
-    ``out_dir`` with ``hparams.json``. Returns the checkpoint prefix ``out_dir/model.ckpt``."""
-    from parity_tests.reference import run_legacy
+    ``out_dir`` with ``hparams.json``. Returns the checkpoint prefix ``out_dir/model.ckpt``. ``run_legacy``: the
+    runner of the spec (default ``parity_tests.reference.run_legacy``; ``make demo`` passes one of its own legacy
+    subprocess)."""
     from speechblocks import resolve_tacotron1_hparams
 
+    if run_legacy is None:
+        from parity_tests.reference import run_legacy
     result = run_legacy([default_checkpoint_spec(preset, layout, max_iters, seed)])[0]
     src = os.path.dirname(result.checkpoint)
     os.makedirs(out_dir, exist_ok=True)

@@ -85,3 +85,28 @@ def test_outputs_past_lengths_are_zero_and_gradients_flow():
     assert torch.all(y[1, 2:] == 0) and torch.all(y[2] == 0)
     y.sum().backward()
     assert torch.isfinite(x.grad).all() and m.fw_cell.gates.weight.grad.abs().sum() > 0
+
+
+def test_bigru_directions_side_by_side_equal_one_after_the_other(monkeypatch):
+    """With more than one inter-op thread the two directions run as a TorchScript fork
+    (``_bidirectional_recurrence``); with one they run one after the other. The same outputs bit for bit, with lengths,
+    and gradients (autograd runs through the fork; their two directions' sums meet in another order: float32 rounding)."""
+    import torch_layers.tf1_gru_cell as gru
+
+    cbhg = CBHG(16, **CONFIG).train()
+    x = torch.randn(3, 9, 16, requires_grad=True)
+    lengths = torch.tensor([9, 4, 1])
+    calls = []
+    forked = gru._bidirectional_recurrence
+    monkeypatch.setattr(gru, "_bidirectional_recurrence", lambda *a: calls.append(1) or forked(*a))
+    results = {}
+    for threads in (2, 1):
+        monkeypatch.setattr(torch, "get_num_interop_threads", lambda n=threads: n)
+        x.grad = None
+        out = cbhg(x, lengths)
+        out.square().sum().backward()
+        results[threads] = (out.detach(), x.grad.clone())
+    assert calls == [1]  # the fork ran for 2 inter-op threads only
+    assert torch.equal(results[2][0], results[1][0])
+    torch.testing.assert_close(results[2][1], results[1][1], rtol=0, atol=1e-6)
+    assert torch.all(results[2][0][1, 4:] == 0) and torch.all(results[2][0][2, 1:] == 0)

@@ -36,7 +36,9 @@ def prenet_apply(x: Tensor, weights: list[Tensor], biases: list[Tensor], masks: 
     ``x`` ``(batch, steps, in)``); layer ``i`` drops out with ``masks[i]`` (``(batch, steps, units)``; empty: a
     random mask at ``rate``, none at rate 0)."""
     for i in range(len(weights)):
-        x = torch.relu(torch.matmul(x, weights[i]) + biases[i])
+        # one step (2-D): the bias inside the product (addmm, one kernel; the same sum in another order)
+        x = torch.relu(torch.addmm(biases[i], x, weights[i]) if x.dim() == 2 else torch.matmul(x, weights[i])
+                       + biases[i])
         mask = masks[i]
         if mask.numel() > 0:
             mask = mask[:, t] if t >= 0 else mask[:, :x.shape[1]]

@@ -17,7 +17,10 @@ import numpy as np
 from scipy.signal import lfilter
 
 from ._timing import compare_times
+from .results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("griffin-lim numpy", "melspectrogram rtvc", "melspectrogram rayhane")
 UTTERANCE_SECONDS = 10.0
 
 
@@ -80,10 +83,32 @@ def _mel_lines(preset: str, total_seconds: float) -> list[str]:
             spent[name] += time.perf_counter() - t0
     audio = n_utt * UTTERANCE_SECONDS
     rtf = {k: v / audio for k, v in spent.items()}
+    record_mel(preset, spent, audio)
     return [f"melspectrogram {preset} ({n_utt} x {UTTERANCE_SECONDS:.0f} s = {audio / 60:.1f} min of audio, "
             f"frames x {hp.num_mels}): speechblocks {spent['speechblocks']:.2f} s (RTF {rtf['speechblocks']:.2e}), "
             f"original with librosa {spent['original']:.2f} s (RTF {rtf['original']:.2e}); "
             f"ratio {spent['speechblocks'] / spent['original']:.2f}x of the original's time"]
+
+
+def record_mel(preset: str, spent: dict, audio: float) -> None:
+    """``spent``: seconds of ``speechblocks`` and ``original`` over ``audio`` seconds of audio; the row is seconds per
+    hour of audio (the hour itself unless ``BENCH_AUDIO_SECONDS`` shortened it)."""
+    ours, theirs = spent["speechblocks"], spent["original"]
+    n = round(audio / UTTERANCE_SECONDS)
+    timed = f"{n} × {UTTERANCE_SECONDS:.0f} s" + ("" if round(audio) == 3600 else ", scaled to the hour")
+    record("audio", f"melspectrogram {preset}", ours * 3600 / audio, unit=" s", fmt=".2f",
+           label=f"`melspectrogram` of 1 hour, {'RTVC' if preset == 'rtvc' else 'Rayhane'}",
+           what=f"`melspectrogram` of 1 hour of audio ({timed}), {'RTVC' if preset == 'rtvc' else 'Rayhane'}: "
+           "seconds for the hour, each utterance alternating with the originals' librosa code",
+           notes=f"RTF {ours / audio:.1e}; {ours / theirs:.2f}× the original's librosa code's time.")
+
+
+def record_griffin_lim(t: dict) -> None:
+    """The row from the medians (``speechblocks``, ``original``: seconds of 60 iterations)."""
+    record("audio", "griffin-lim numpy", t["speechblocks"] / t["original"], unit="x", fmt=".2f",
+           seconds=t["speechblocks"], baseline=t["original"], label="numpy Griffin-Lim vs the original loop",
+           what="numpy Griffin-Lim (the reference), 60 iterations of 5 s at RTVC sizes, vs the originals' loop over "
+           "librosa, same sizes: time over the original's (median of 5, interleaved)")
 
 
 def _griffin_lim_lines() -> list[str]:
@@ -111,6 +136,7 @@ def _griffin_lim_lines() -> list[str]:
 
     np.testing.assert_allclose(ours(), original(), atol=1e-5)
     t = compare_times({"speechblocks": ours, "original": original}, repeats=5, warmup=1)
+    record_griffin_lim(t)
     return [f"griffin_lim rtvc, 60 iterations, 5 s ({S.shape[1]} frames x {hp.num_freq} bins): speechblocks "
             f"{t['speechblocks']:.3f} s, original loop with librosa {t['original']:.3f} s; ratio "
             f"{t['speechblocks'] / t['original']:.2f}x"]

@@ -63,7 +63,11 @@ import numpy as np
 from bench._batch_timing import STOP_GAIN, stop_design
 from bench._timing import TimingServer
 from bench.bench_tacotron2 import random_weights
+from bench.results import record
 
+#: the rows of bench/results.json this bench records (not in a --quick smoke run)
+ROWS = ("b16 vs b1 keras", "b16 vs b1 torch", "b16 vs tf1 keras", "b16 vs tf1 torch", "equal alone keras",
+        "equal alone torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 16
 TOL_ALONE = 1e-5
@@ -237,6 +241,45 @@ def main(argv=None):
               f"{N / b1 * peak / flop:.1f}x (B=16 ran at {flop / t[(side, 'b16')] / peak:.0%} of it)", flush=True)
         print(f"target {LABEL[side]} B=16 >= 1.3x TF1 graph B=16: {vs_tf1:.2f}x -> "
               f"{'MET' if vs_tf1 >= 1.3 else 'MISSED'}", flush=True)
+    if quick:
+        print("(quick smoke run: nothing recorded)", flush=True)
+    else:
+        record_results(t, info, flop, peak, threads)
+
+
+def record_results(t: dict, info: dict, flop: float, peak: float, threads: int) -> None:
+    """The rows from the medians ``t[(side, workload)]`` (seconds for the 16 sentences), the sides' check info, the
+    work bound's FLOP and the machine's sgemm peak (FLOP/s)."""
+    setup = (f"`synthesize_batch`, {N} sentences of 20–150 symbols stopping at steps 60–250 (each at its own step), "
+             f"RTVC sizes, one TF1 checkpoint, each side in its own clean subprocess, {threads} threads, "
+             f"{FULL['rounds']} rotating rounds, median (`bench/bench_batch_synthesis.py`). The work bound: the "
+             f"sentences need {flop / 1e9:.1f} GFLOP of matrix products whatever the batching; at this machine's sgemm "
+             f"peak (numpy/OpenBLAS 2048², {peak / 1e9:.0f} GFLOP/s) B=16 cannot take less than {flop / peak:.2f} s")
+    legacy = N / t[("legacy", "b16")]
+    for side in ("keras", "torch"):
+        ups = {name: N / t[(side, name)] for name in WORKLOADS[side]}
+        b1 = max(ups["b1"], ups["alone"])
+        bound = N / b1 * peak / flop
+        record("batch_synthesis", f"b16 vs b1 {side}", ups["b16"] / b1, unit="x", fmt=".2f", target=">= 6",
+               seconds=t[(side, "b16")], baseline=N / b1, label=f"B=16 vs B=1, {LABEL[side]}", setup=setup,
+               what=f"B=16 vs B=1 one after the other (the faster of `synthesize_batch` and `synthesize` at B=1, both "
+               f"the native step), {LABEL[side]}",
+               notes=f"{ups['b16']:.2f} utt/s at B=16, {ups['b4']:.2f} at B=4, {b1:.2f} at B=1; at the sgemm peak "
+               f"B=16 / B=1 cannot exceed {bound:.1f}× (B=16 ran at {flop / t[(side, 'b16')] / peak:.0%} of it).")
+        record("batch_synthesis", f"b16 vs tf1 {side}", ups["b16"] / legacy, unit="x", fmt=".2f", target=">= 1.3",
+               seconds=t[(side, "b16")], baseline=t[("legacy", "b16")],
+               label=f"B=16 throughput vs TF1 at B=16, {LABEL[side]}", setup=setup,
+               what="throughput vs the TF1 graph at B=16 (every entry runs until the whole batch stops), "
+               f"{LABEL[side]}", notes=f"{ups['b16']:.2f} utt/s vs the TF1 graph's {legacy:.2f} utt/s.")
+    for side in ("keras", "torch"):
+        got = info[side]
+        bad = got["alone_shape_mismatches"]
+        record("batch_synthesis", f"equal alone {side}", got["alone_max_diff"], fmt=".1e", target=f"<= {TOL_ALONE:g}",
+               verdict="MISSED (shapes differ)" if bad else None, label=f"each sentence vs it alone, {LABEL[side]}",
+               setup="each sentence of the batch vs it alone, max |difference|, batch and alone both through the "
+               "frameworks' own loops (`SPEECHBLOCKS_NATIVE=0`: the batching's exactness)", what=LABEL[side],
+               notes=f"Reported: alone through the native step {got['native_alone_max_diff']:.1e}, the batch through "
+               f"the native batched step against the batch through the loops {got['native_batch_max_diff']:.1e}.")
 
 
 if __name__ == "__main__":

@@ -6,13 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from ._timing import compare_times
+from .results import record
 
+#: the rows of bench/results.json this bench records: the BiGRU speed-up over the per-step cell loop
+ROWS = ("torch 1 thread", "keras")
 CONFIG = dict(K=8, conv_channels=128, pool_size=2, projections=[256, 80], projection_kernel_size=3,
               n_highwaynet_layers=4, highway_units=128, rnn_units=128)
 BATCH, TIME = 4, 200
 
 
-def _keras_lines(x, lengths):
+def _keras_times(x, lengths) -> dict:
     import keras
     import tensorflow as tf
 
@@ -36,15 +39,18 @@ def _keras_lines(x, lengths):
 
     whole = tf.function(lambda a, n: cbhg(a, n))
     np.testing.assert_allclose(np.asarray(fast(h)[1]), np.asarray(per_step(h)[1]), atol=1e-4)
-    t = compare_times({"per_step": lambda: per_step(h), "fast": lambda: fast(h),
-                       "cbhg": lambda: whole(x, lengths)}, repeats=5)
+    return compare_times({"per_step": lambda: per_step(h), "fast": lambda: fast(h),
+                          "cbhg": lambda: whole(x, lengths)}, repeats=5)
+
+
+def _keras_lines(t: dict) -> list[str]:
     return [f"keras  BiGRU T={TIME} B={BATCH}: fast {1e3 * t['fast']:.1f} ms vs keras.layers.RNN(cell) "
             f"{1e3 * t['per_step']:.1f} ms -> speed-up x{t['per_step'] / t['fast']:.2f}",
             f"keras  whole CBHG (tf.function): {1e3 * t['cbhg']:.1f} ms = x{t['cbhg'] / t['per_step']:.2f} "
             "of the per-step BiGRU baseline"]
 
 
-def _torch_lines(x, lengths):
+def _torch_all_times(x, lengths) -> dict:
     import torch
 
     from torch_layers import CBHG
@@ -69,9 +75,12 @@ def _torch_lines(x, lengths):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny per-step matmuls: extra threads only contend (restored below)
     try:
-        t = _torch_times(torch, cbhg, scripted, per_step, bidirectional_tf1_gru, h, xt, lt)
+        return _torch_times(torch, cbhg, scripted, per_step, bidirectional_tf1_gru, h, xt, lt)
     finally:
         torch.set_num_threads(threads)
+
+
+def _torch_lines(t: dict) -> list[str]:
     return [f"torch  BiGRU T={TIME} B={BATCH} (1 thread): fast {1e3 * t['fast']:.1f} ms vs per-step cell loop "
             f"{1e3 * t['per_step']:.1f} ms -> speed-up x{t['per_step'] / t['fast']:.2f}",
             f"torch  whole CBHG (1 thread): eager {1e3 * t['cbhg']:.1f} ms, TorchScript {1e3 * t['script']:.1f} ms "
@@ -92,8 +101,27 @@ def main():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, TIME, 80)).astype(np.float32)
     lengths = np.array([TIME, 150, 57, 1], np.int32)
-    for line in _torch_lines(x, lengths) + _keras_lines(x, lengths):
+    t = _torch_all_times(x, lengths)
+    for line in _torch_lines(t):
         print(line, flush=True)
+    record_times("torch 1 thread", t)
+    t = _keras_times(x, lengths)
+    for line in _keras_lines(t):
+        print(line, flush=True)
+    record_times("keras", t)
+
+
+def record_times(row: str, t: dict) -> None:
+    """The row's record from one framework's medians (``per_step``, ``fast``, ``cbhg``, torch's ``script``)."""
+    name = "torch, 1 thread" if row.startswith("torch") else "Keras `tf.function`"
+    whole = f"whole CBHG {1e3 * t['cbhg']:.1f} ms" + (f", TorchScript {1e3 * t['script']:.1f} ms" if "script" in t
+                                                     else "")
+    record("cbhg", row, t["per_step"] / t["fast"], unit="x faster", fmt=".2f", seconds=t["fast"],
+           baseline=t["per_step"], label=f"CBHG BiGRU, {'torch 1 thread' if row.startswith('torch') else 'Keras'}, "
+           "vs a cell loop", setup=f"CBHG bidirectional TF1 GRU (input halves precomputed, both directions in one "
+           f"loop), T={TIME} B={BATCH} {CONFIG['highway_units']}→2×{CONFIG['rnn_units']}, vs a per-step cell loop of "
+           "the same cells (median of 5, interleaved; `bench/bench_cbhg.py`)", what=name,
+           notes=f"{1e3 * t['fast']:.1f} ms vs {1e3 * t['per_step']:.1f} ms; {whole}.")
 
 
 if __name__ == "__main__":

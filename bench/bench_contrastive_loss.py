@@ -17,8 +17,9 @@ CONFIGS = [
     ("batch-wide, masked", dict(sample_from_same_utterance_only=False)),
     ("same utterance, quantized (G=2, V=320)", dict(quantized_targets=True)),
 ]
-#: the rows of bench/results.json
-ROWS = {label: row for (label, _), row in zip(CONFIGS, ("same-utterance", "batch-wide", "quantized"))}
+#: the rows of bench/results.json this bench records, one per configuration
+ROWS = ("same-utterance", "batch-wide", "quantized")
+_ROW_OF = {label: row for (label, _), row in zip(CONFIGS, ROWS)}
 
 
 def _inputs(seed=0):
@@ -60,10 +61,10 @@ def main():
               f"{times['library'] * 1e3:.1f} ms, speed-up x{times['seed reference'] / times['library']:.2f}; "
               f"loss {float(want):.3f}, max |diff| with injected negatives {diff:.3e} "
               f"(relative {diff / max(1.0, abs(float(want))):.1e})")
-        record("contrastive_loss", ROWS[label], times["seed reference"] / times["library"], unit="x faster",
+        record("contrastive_loss", _ROW_OF[label], times["seed reference"] / times["library"], unit="x faster",
                fmt=".1f", seconds=times["library"], baseline=times["seed reference"], target=">= 1",
                setup=f"`ContrastiveLoss` B={B}, {T} frames, {C} channels, {N} negatives vs the seed",
-               what=ROWS[label])
+               what=_ROW_OF[label])
         if cfg.get("quantized_targets"):
             lib.train()
             ref.train()

@@ -19,6 +19,9 @@ from bench._seed_references_ge2e_tac import ge2e_loss_loop, ge2e_similarity_matr
 from bench._timing import compare_times
 from bench.results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("ge2e loss", "tac hidden 384", "tac hidden 128")
+
 
 def _ge2e():
     from torch_layers import SpeakerEncoder

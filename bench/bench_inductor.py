@@ -13,6 +13,10 @@ from __future__ import annotations
 import os
 import time
 
+from bench.results import record
+
+#: the rows of bench/results.json this bench records: 1 thread and (more than one core) every core
+ROWS = ("decoder step", "decoder step default threads")
 THREAD_COUNTS = sorted({1, os.cpu_count() or 1})
 BATCH = 1
 LENGTHS = (60, 100)  # input symbols; the timed length is the last
@@ -88,6 +92,19 @@ def main() -> None:
         verdict = "inductor faster" if r < 1 else "eager faster"
         print(f"-- {threads} thread(s): decoder step (T_in={LENGTHS[-1]}): inductor {times['inductor'] * 1e3:.2f} ms "
               f"vs eager DecoderStep {times['eager'] * 1e3:.2f} ms -> {r:.2f}x ({verdict})")
+        record_result(times, threads)
+
+
+def record_result(times: dict, threads: int) -> None:
+    """One thread count's row from the medians (``inductor``, ``eager``: seconds of one step)."""
+    shown = "1 thread" if threads == 1 else f"{threads} threads (every core)"
+    record("inductor", "decoder step" + ("" if threads == 1 else " default threads"),
+           times["inductor"] / times["eager"], unit="x", fmt=".2f", seconds=times["inductor"], baseline=times["eager"],
+           label="inductor decoder step vs eager" + ("" if threads == 1 else ", every core"),
+           setup=f"`torch.compile(backend=\"inductor\", dynamic=True)` of `Tacotron2.decoder_step_module()` vs the "
+           f"eager `DecoderStep`, RTVC sizes, B={BATCH}, T_in={LENGTHS[-1]}, outputs equal before timing, median of "
+           f"{REPEATS} interleaved rounds (`bench/bench_inductor.py`)", what=f"one decoder step, {shown}",
+           notes=f"{times['inductor'] * 1e3:.2f} ms vs {times['eager'] * 1e3:.2f} ms.")
 
 
 if __name__ == "__main__":

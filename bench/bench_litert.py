@@ -19,7 +19,10 @@ import numpy as np
 
 from bench._timing import compare_times
 from bench.bench_tacotron2 import random_weights
+from bench.results import record
 
+#: the row of bench/results.json this bench records (at its own sizes only: a quick check at others records nothing)
+ROWS = ("vs keras",)
 BATCH, SYMBOLS, STEPS = 1, 100, 200
 ROUNDS = 5
 TOL = 1e-4
@@ -62,8 +65,21 @@ def main(steps: int = STEPS, rounds: int = ROUNDS, symbols: int = SYMBOLS) -> No
         print(f"synthesis: LiteRT {t['lite'] * 1e3:.0f} ms, Keras synthesize {t['model'] * 1e3:.0f} ms, "
               f"ratio {t['lite'] / t['model']:.2f}x; per step: LiteRT {t['lite'] / steps * 1e3:.2f} ms, "
               f"Keras {t['model'] / steps * 1e3:.2f} ms")
+        if (steps, symbols) == (STEPS, SYMBOLS):
+            record_result(t, threads, rounds, diff)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def record_result(t: dict, threads: int, rounds: int, diff: float) -> None:
+    """The row from the medians (``lite``, ``model``: seconds of a synthesis)."""
+    record("litert", "vs keras", t["lite"] / t["model"], unit="x", fmt=".2f", seconds=t["lite"], baseline=t["model"],
+           label="LiteRT Tacotron-2 vs Keras `synthesize`",
+           what=f"LiteRT Tacotron-2 (`export_litert`, builtins only, XNNPACK) in `speechblocks.litert` vs Keras "
+           f"`synthesize` (the native step at batch 1), B={BATCH}, {SYMBOLS} symbols, {STEPS} steps, {threads} "
+           f"threads, outputs equal before timing (≤ {diff:.1e}), median of {rounds} interleaved rounds",
+           notes=f"{t['lite'] * 1e3:.0f} ms vs {t['model'] * 1e3:.0f} ms; {t['lite'] / STEPS * 1e3:.2f} ms a step "
+           f"vs {t['model'] / STEPS * 1e3:.2f}.")
 
 
 if __name__ == "__main__":

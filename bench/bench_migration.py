@@ -23,6 +23,8 @@ import time
 
 from bench.results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("keras time", "torch time", "keras peak rss", "torch peak rss")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _WRAPPER = ("import resource, subprocess, sys, time\n"

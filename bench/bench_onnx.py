@@ -19,6 +19,11 @@ import time
 
 import numpy as np
 
+from bench.results import record
+
+#: the rows of bench/results.json this bench records: each figure at 1 thread and (more than one core) at every core
+ROWS = ("encoder", "decoder step", "decoder loop step", "encoder default threads", "decoder step default threads",
+        "decoder loop step default threads")
 #: thread counts timed (torch and ONNX Runtime alike): one, and every core
 THREAD_COUNTS = sorted({1, os.cpu_count() or 1})
 BATCH = 1
@@ -91,10 +96,11 @@ def main() -> None:
         torch.set_num_threads(threads)
         print(f"-- {threads} thread(s), torch and ONNX Runtime")
         _run(model, step, _session(encoder_onnx, threads), _session(step_onnx, threads), ids, lengths, spk, memory,
-             values, keys, score_bias, state)
+             values, keys, score_bias, state, threads=threads)
 
 
-def _run(model, step, encoder, step_ort, ids, lengths, spk, memory, values, keys, score_bias, state) -> None:
+def _run(model, step, encoder, step_ort, ids, lengths, spk, memory, values, keys, score_bias, state,
+         threads: int = 1) -> None:
     import torch
 
     from bench._timing import compare_times
@@ -155,6 +161,29 @@ def _run(model, step, encoder, step_ort, ids, lengths, spk, memory, values, keys
     line("decoder step", times["ORT step"], times["torch step"], "torch eager DecoderStep")
     line("decoder step", times["ORT step"], scripted_step,
          "the model's decoder loop (native step at batch 1), per step")
+    record_results(times, scripted_step, threads)
+
+
+def record_results(times: dict, scripted_step: float, threads: int) -> None:
+    """The rows of one thread count from the medians (``ORT encoder``, ``torch encoder``, ``ORT step``, ``torch
+    step``) and the model's loop per step."""
+    if threads != 1 and threads != THREAD_COUNTS[-1]:
+        return
+    suffix = "" if threads == 1 else " default threads"
+    shown = "1 thread" if threads == 1 else f"{threads} threads (every core)"
+    setup = (f"ONNX Runtime vs torch, RTVC sizes, B={BATCH}, {shown} each side, median of {REPEATS} interleaved "
+             f"rounds after {WARMUP} warm-up calls (`bench/bench_onnx.py`)")
+    for row, label, what, ort, base in (
+            ("encoder", "ONNX Runtime encoder vs torch", f"encoder ({SYMBOLS} symbols) vs the model's encoder (the "
+             "native encoder scan)", times["ORT encoder"], times["torch encoder"]),
+            ("decoder step", "ONNX Runtime decoder step vs eager `DecoderStep`", "one decoder step vs eager "
+             "`DecoderStep`", times["ORT step"], times["torch step"]),
+            ("decoder loop step", "ONNX Runtime decoder step vs the model's loop", "one decoder step vs the model's "
+             f"decoder loop per step (the native step), (T({STEPS}) − T(1)) / {STEPS - 1}", times["ORT step"],
+             scripted_step)):
+        record("onnx", row + suffix, ort / base, unit="x", fmt=".2f", seconds=ort, baseline=base,
+               label=label + ("" if threads == 1 else ", every core"), setup=setup, what=what,
+               notes=f"{ort * 1e3:.2f} ms vs {base * 1e3:.2f} ms.")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ import time
 
 import numpy as np
 
+from bench.results import record
+
+#: the rows of bench/results.json this bench records (a run on the CPU; another device's is printed, not recorded)
+ROWS = ("mel max abs", "mel mean abs", "alignment agreement", "time vs fp32")
 SENTENCES = ["The birch canoe slid on the smooth planks.",
              "Glue the sheet to the dark blue background.",
              "It's easy to tell the depth of a well.",
@@ -47,7 +51,7 @@ def measure(device: str = "cpu", max_iters: int = 300, min_steps: int = 100, see
     logits = [np.log(r.stop) - np.log1p(-r.stop) for r in probe]
     r = hp.outputs_per_step
     # the shift: every sentence's logits of its first min_steps steps stay below 0 (no stop before min_steps)
-    shift = -(max(float(l[: min_steps * r].max()) for l in logits) + 30.0) - 1e-3
+    shift = -(max(float(x[: min_steps * r].max()) for x in logits) + 30.0) - 1e-3
     with torch.no_grad():
         bias += 30.0 + shift
     out = {"device": str(torch.device(device)), "parameters": int(sum(p.numel() for p in model.parameters())),
@@ -78,10 +82,34 @@ def main(argv=None) -> None:
           f"{100 * got['argmax_agreement']:.1f} %; stop steps fp32/bf16 {got['stop_steps']}")
     print(f"  fp32 {got['fp32_seconds']:.1f} s ({got['fp32_loop']}); bf16 {got['bf16_seconds']:.1f} s "
           f"({got['bf16_loop']})")
+    if got["device"] == "cpu":
+        record_results(got, args.min_steps)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(got, f, indent=1)
             f.write("\n")
+
+
+def record_results(got: dict, min_steps: int) -> None:
+    """The rows from :func:`measure`'s figures."""
+    setup = (f"`synthesize --precision bf16` vs float32, the RTVC preset at its own sizes "
+             f"({got['parameters'] / 1e6:.1f} M parameters, TF1's initializers from seed 0, dropout off, the stop bias "
+             f"shifted so float32 runs past step {min_steps}), {got['sentences']} sentences in one batch, at most "
+             f"{got['max_iters']} steps, {got['device']}, torch {got['torch']}: fp32 on the native batched C step, "
+             "bf16 under `torch.autocast` (the framework's loop); one synthesis each (`bench/bench_precision.py`)")
+    stops = "; stop steps fp32/bf16 " + ", ".join(f"{a}/{b}" for a, b in got["stop_steps"])
+    record("precision", "mel max abs", got["mel_max_abs"], fmt=".1e", label="bf16 synthesis, mel max |Δ|",
+           setup=setup, what="the largest |bf16 − fp32| of the mel outputs over the frames both kept",
+           notes=f"fp32 mel range {got['mel_range'][0]:.2f}..{got['mel_range'][1]:.2f}{stops}.")
+    record("precision", "mel mean abs", got["mel_mean_abs"], fmt=".1e", label="bf16 synthesis, mel mean |Δ|",
+           setup=setup, what="the mean |bf16 − fp32| of the mel outputs, sentence by sentence, averaged")
+    record("precision", "alignment agreement", 100 * got["argmax_agreement"], unit=" %", fmt=".1f",
+           label="bf16 synthesis, alignment argmax agreement", setup=setup,
+           what="the share of decoder steps whose alignment argmax (the attended symbol) is fp32's")
+    record("precision", "time vs fp32", got["bf16_seconds"] / got["fp32_seconds"], unit="x", fmt=".2f",
+           seconds=got["bf16_seconds"], baseline=got["fp32_seconds"], label="bf16 synthesis time vs fp32",
+           setup=setup, what="seconds of the bf16 synthesis over the fp32 one's (one call each, not interleaved)",
+           notes=f"bf16: {got['bf16_loop']}; fp32: {got['fp32_loop']}.")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ import sys
 import numpy as np
 
 from bench._timing import compare_times, native_code
+from bench.results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("keras encoder mixed", "keras encoder full", "keras decoder step", "torch encoder", "torch decoder step")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER = dict(batch=16, time=200, input=512, size=256)
 DECODER = dict(batch=32, input=768, size=1024, layers=2)
@@ -100,6 +103,18 @@ def bench_keras_encoder():
         print(f"encoder B={s['batch']} T={s['time']} {s['input']}->2x{s['size']} inference, {label} "
               f"(mean {np.mean(lengths):.0f}): Keras EncoderRNN (tf.function) {tk * 1e3:.1f} ms, TF1 graph (session) "
               f"{tl * 1e3:.1f} ms -> ratio {tk / tl:.2f}x (target <= 1.0x)", flush=True)
+        record_keras_encoder(label.split()[0], tk, tl)
+
+
+def record_keras_encoder(lengths: str, tk: float, tl: float) -> None:
+    """``lengths``: ``mixed`` or ``full``; the medians of the Keras layer and of the TF1 graph."""
+    s = ENCODER
+    record("recurrent", f"keras encoder {lengths}", tk / tl, unit="x", fmt=".2f", seconds=tk, baseline=tl,
+           target="<= 1.0", label=f"Keras `EncoderRNN` vs TF1, {lengths} lengths",
+           setup=f"Keras `EncoderRNN` vs the TF1 graph (session), B={s['batch']} T={s['time']} "
+           f"{s['input']}→2×{s['size']} inference, each side in its own clean subprocess, {THREADS} + {THREADS} TF "
+           f"threads, {ROUNDS} alternating rounds, median (`bench/bench_recurrent.py`)", what=f"{lengths} lengths",
+           notes=f"{tk * 1e3:.1f} ms vs {tl * 1e3:.1f} ms.")
 
 
 def bench_keras_decoder_step():
@@ -108,6 +123,40 @@ def bench_keras_decoder_step():
     print(f"decoder one step B={s['batch']} {s['input']}->{s['layers']}x{s['size']} inference: Keras DecoderRNN "
           f"(tf.function) {tk * 1e3:.2f} ms, TF1 graph (session) {tl * 1e3:.2f} ms -> ratio {tk / tl:.2f}x "
           "(target <= 1.0x)", flush=True)
+    record_keras_decoder_step(tk, tl)
+
+
+def record_keras_decoder_step(tk: float, tl: float) -> None:
+    d = DECODER
+    record("recurrent", "keras decoder step", tk / tl, unit="x", fmt=".2f", seconds=tk, baseline=tl, target="<= 1.0",
+           label="Keras `DecoderRNN` step vs TF1",
+           what=f"Keras `DecoderRNN` one step vs the TF1 graph, B={d['batch']} {d['input']}→{d['layers']}×{d['size']} "
+           f"(each side in its own clean subprocess, {ROUNDS} alternating rounds of 20 calls, median)",
+           notes=f"{tk * 1e3:.2f} ms vs {tl * 1e3:.2f} ms.")
+
+
+def record_torch(part: str, t: dict) -> None:
+    """``part``: ``encoder`` or ``decoder step``; ``t``: the medians (``eager``, ``script``, ``lstm``, the encoder's
+    ``loop``). The row is the faster of eager and ``jit.script`` against the fused ``nn.LSTM``."""
+    best = min(t["eager"], t["script"])
+    if part == "encoder":
+        s = ENCODER
+        what = (f"torch `EncoderRNN` (the faster of eager and `jit.script`) vs fused `nn.LSTM(bidirectional=True)`, "
+                f"B={s['batch']} T={s['time']} {s['input']}→2×{s['size']}, mixed lengths; eager inference runs the "
+                "native encoder scan")
+        target, label = "<= 1.5", "torch `EncoderRNN` vs `nn.LSTM`"
+        notes = (f"eager {t['eager'] * 1e3:.1f} ms, `jit.script` {t['script'] * 1e3:.1f} ms vs {t['lstm'] * 1e3:.1f} "
+                 f"ms; eager through the TorchScript loop (`SPEECHBLOCKS_NATIVE=0`) {t['loop'] / t['lstm']:.2f}×. "
+                 "Target from issue #23.")
+    else:
+        d = DECODER
+        what = (f"torch `DecoderRNN` one step vs fused `nn.LSTM(num_layers={d['layers']})`, B={d['batch']} (the faster "
+                "of eager and `jit.script`)")
+        target, label = "<= 2", "torch `DecoderRNN` step vs `nn.LSTM`"
+        notes = (f"eager {t['eager'] * 1e3:.2f} ms, `jit.script` {t['script'] * 1e3:.2f} ms vs {t['lstm'] * 1e3:.2f} "
+                 "ms.")
+    record("recurrent", f"torch {part}", best / t["lstm"], unit="x", fmt=".2f", seconds=best, baseline=t["lstm"],
+           target=target, label=label, what=what, notes=notes)
 
 
 def bench_torch():
@@ -137,6 +186,7 @@ def bench_torch():
           f"{t['loop'] * 1e3:.1f} ms ({t['loop'] / t['lstm']:.2f}x), jit.script {t['script'] * 1e3:.1f} ms "
           f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(bidirectional) {t['lstm'] * 1e3:.1f} ms (target <= 1.5x for "
           f"the faster of eager and jit.script: {'MET' if met else 'MISSED'})")
+    record_torch("encoder", t)
 
     d = DECODER
     dec = torch_layers.DecoderRNN(d["input"], layers=d["layers"], size=d["size"], zoneout=0.1).eval()
@@ -153,6 +203,7 @@ def bench_torch():
           f"{t['eager'] * 1e3:.2f} ms ({t['eager'] / t['lstm']:.2f}x), jit.script {t['script'] * 1e3:.2f} ms "
           f"({t['script'] / t['lstm']:.2f}x) vs nn.LSTM(num_layers={d['layers']}) {t['lstm'] * 1e3:.2f} ms "
           "(target <= 2x)")
+    record_torch("decoder step", t)
 
 
 def main():

@@ -19,7 +19,10 @@ import numpy as np
 
 from bench._timing import compare_times
 from bench.bench_tacotron2 import random_weights
+from bench.results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("vs synthesize", "one step", "max_iters 1")
 BATCH, SYMBOLS, STEPS = 1, 100, 200
 ROUNDS = 7
 TOL = 1e-4
@@ -81,8 +84,28 @@ def main() -> None:
               f"in-process {t['model1'] * 1e3:.1f} ms, ratio {t['served1'] / t['model1']:.2f}x")
         print(f"one decoder step: SavedModel {step_served * 1e3:.2f} ms, in-process {step_model * 1e3:.2f} ms, "
               f"ratio {step_served / step_model:.2f}x")
+        record_results(t, threads, worst)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def record_results(t: dict, threads: int, diff: float) -> None:
+    """The rows from the medians (``served``, ``model``: ``STEPS`` steps; ``served1``, ``model1``: ``max_iters=1``)."""
+    setup = (f"`Tacotron2.export_serving` SavedModel (reloaded with `tf.saved_model.load`) vs the in-process "
+             f"`synthesize` (the native step at batch 1), RTVC sizes, B={BATCH}, {SYMBOLS} symbols, {threads} threads, "
+             f"outputs equal before timing (≤ {diff:.1e}), median of {ROUNDS} interleaved rounds "
+             "(`bench/bench_savedmodel.py`)")
+    step_served = (t["served"] - t["served1"]) / (STEPS - 1)
+    step_model = (t["model"] - t["model1"]) / (STEPS - 1)
+    for row, label, what, served, model in (
+            ("vs synthesize", "SavedModel `export_serving` vs `synthesize`", f"free-running synthesis, {STEPS} steps",
+             t["served"], t["model"]),
+            ("one step", "SavedModel decoder step vs `synthesize`'s",
+             f"one decoder step, (T({STEPS}) − T(1)) / {STEPS - 1}", step_served, step_model),
+            ("max_iters 1", "SavedModel `max_iters=1` vs `synthesize`", "`max_iters=1` (encoder, one step, postnet)",
+             t["served1"], t["model1"])):
+        record("savedmodel", row, served / model, unit="x", fmt=".2f", seconds=served, baseline=model, label=label,
+               setup=setup, what=what, notes=f"{served * 1e3:.1f} ms vs {model * 1e3:.1f} ms.")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,10 @@ import numpy as np
 
 from bench._tacotron1_timing import OUTPUT_KEYS, PROFILE_STEPS
 from bench._timing import TimingServer
+from bench.results import record
 
+#: the rows of bench/results.json this bench records (the keithito preset; another preset's rows are printed only)
+ROWS = ("synthesis keras", "synthesis keras eager", "synthesis torch")
 THREADS = os.cpu_count() or 1  # intra-op and inter-op threads of every side (torch: set_num_threads likewise)
 SYNTH = dict(batch=1, symbols=100, steps=200)
 ROUNDS = int(os.environ.get("BENCH_TACOTRON1_ROUNDS", "7"))
@@ -169,6 +172,30 @@ def report(preset: str, res: dict) -> None:
     for what, ratio in ratios.items():
         print(f"target {preset} {what} synthesis <= {TARGET}x TF1 graph: {ratio:.2f}x -> "
               f"{'MET' if ratio <= TARGET else 'MISSED'}", flush=True)
+    if preset == "keithito":
+        record_results(synth, call, per_step)
+
+
+def record_results(synth: dict, call: dict, per_step: dict) -> None:
+    """The keithito rows from the medians per side: ``synth`` (``synthesize`` / the torch model / the TF1 graph),
+    ``call`` (Keras ``model(...)`` eagerly and the TF1 graph), ``per_step`` (seconds per decoder step)."""
+    setup = (f"`Tacotron1` (keithito, default hparams) free-running synthesis, B={SYNTH['batch']}, {SYNTH['symbols']} "
+             f"symbols, {SYNTH['steps']} steps (all run: checked), each side loaded from the same TF1 checkpoint in "
+             f"its own clean subprocess and checked to give the same outputs, vs keithito's TF1 `while_loop` graph "
+             f"(session), {THREADS} intra + {THREADS} inter-op threads, {ROUNDS} rotating rounds, median "
+             "(`bench/bench_tacotron1.py`). Target from issue #35")
+    steps = "per decoder step (with its r frames of the post-CBHG): " + ", ".join(
+        f"{LABEL[k]} {per_step[k] * 1e3:.2f} ms" for k in SIDES)
+    for row, label, what, ours, theirs in (
+            ("synthesis keras", "Tacotron-1 synthesis, Keras `synthesize` vs TF1", "Keras `synthesize`",
+             synth["keras"], synth["legacy"]),
+            ("synthesis keras eager", "Tacotron-1 synthesis, Keras eager vs TF1", "Keras `model(...)` eagerly",
+             call["keras"], call["legacy"]),
+            ("synthesis torch", "Tacotron-1 synthesis, torch vs TF1", "torch `eval()` under `inference_mode`",
+             synth["torch"], synth["legacy"])):
+        record("tacotron1", row, ours / theirs, unit="x", fmt=".2f", seconds=ours, baseline=theirs,
+               target=f"<= {TARGET}", label=label, setup=setup, what=what,
+               notes=f"{ours:.3f} s vs {theirs:.3f} s; {steps}.")
 
 
 def main():

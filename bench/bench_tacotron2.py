@@ -37,7 +37,11 @@ import numpy as np
 
 from bench._tacotron2_timing import PROFILE_STEPS
 from bench._timing import TimingServer
+from bench.results import record
 
+#: the rows of bench/results.json this bench records
+ROWS = ("synthesis keras", "synthesis torch", "training keras", "training torch", "step vs floor keras",
+        "step vs floor torch", "step vs floor tf1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = os.cpu_count() or 1  # intra-op and inter-op threads of every side (torch: set_num_threads likewise)
 SYNTH = dict(batch=1, symbols=100, steps=200)
@@ -257,6 +261,48 @@ def main():
         verdict = "MET" if ratio <= target and not note else "MISSED"
         print(f"target {LABEL[side]} training step <= {target}x TF1 graph: {ratio:.2f}x -> {verdict}"
               + (" (the documented path fails; the time is the workaround's, see note)" if note else ""), flush=True)
+    record_results(synth, train, per_step, floors, {side: info[side].get("train_note") for side in SIDES})
+
+
+def record_results(synth: dict, train: dict, per_step: dict, floors: list, train_notes: dict) -> None:
+    """The rows from the medians per side (``keras``, ``torch``, ``legacy``): synthesis and training seconds, seconds
+    per decoder step, the floor's samples, each side's training note (its documented path failed) or None."""
+    setup = (f"`Tacotron2` free-running synthesis, B={SYNTH['batch']}, {SYNTH['symbols']} symbols, {SYNTH['steps']} "
+             "steps (stop disabled, prenet dropout on), RTVC sizes, each side loaded from the same real TF1 checkpoint "
+             "(`from_tf1_checkpoint`; the TF1 graph by `Saver`) in its own clean subprocess, vs the TF1 `while_loop` "
+             f"graph (session), {THREADS} intra + {THREADS} inter-op threads, {SYNTH_ROUNDS} rotating rounds, median "
+             "(`bench/bench_tacotron2.py`)")
+    what = {"keras": "Keras `synthesize` (the native decoder step at batch 1)",
+            "torch": "torch `eval()` under `inference_mode` (the native decoder step at batch 1, the encoder the "
+                     "native encoder scan)"}
+    for side in ("keras", "torch"):
+        record("tacotron2", f"synthesis {side}", synth[side] / synth["legacy"], unit="x", fmt=".2f",
+               seconds=synth[side], baseline=synth["legacy"], target=f"<= {SYNTH_TARGET}",
+               label=f"Tacotron-2 synthesis, {LABEL[side]} vs TF1", setup=setup, what=what[side],
+               notes=f"{synth[side]:.3f} s vs {synth['legacy']:.3f} s.")
+    setup = (f"`Tacotron2` teacher-forced training step (forward, loss, gradients, Adam + clipping 1.0), "
+             f"B={TRAIN['batch']}, {TRAIN['symbols']} symbols, {TRAIN['frames']} frames, vs TF1, each side in its own "
+             f"clean subprocess, {TRAIN_ROUNDS} rotating rounds, median")
+    for side in ("keras", "torch"):
+        note = train_notes.get(side)
+        ratio = train[side] / train["legacy"]
+        record("tacotron2", f"training {side}", ratio, unit="x", fmt=".2f", seconds=train[side],
+               baseline=train["legacy"], target=f"<= {TRAIN_TARGET[side]}",
+               verdict="MISSED (the documented path fails: the time is the workaround's)" if note else None,
+               label=f"Tacotron-2 training step, {LABEL[side]} vs TF1", setup=setup,
+               what="Keras `train_on_batch`" if side == "keras" else "the torch loop",
+               notes=f"{train[side]:.3f} s vs {train['legacy']:.3f} s." + (f" {note}" if note else ""))
+    floor = statistics.median(floors)
+    setup = (f"one decoder step, (T({SYNTH['steps']}) − T(1)) / {SYNTH['steps'] - 1}, vs its floor: the time numpy's "
+             f"BLAS ({THREADS} threads) takes to read every decoder weight once, one matrix-vector product each, "
+             f"measured before every synthesis round of the run (this run's floor: median {floor * 1e3:.2f} ms of "
+             f"{len(floors)}, {min(floors) * 1e3:.2f}–{max(floors) * 1e3:.2f})")
+    for side, name in (("keras", "keras"), ("torch", "torch"), ("legacy", "tf1")):
+        record("tacotron2", f"step vs floor {name}", per_step[side] / floor, unit="x", fmt=".2f",
+               seconds=per_step[side], baseline=floor, target=None if side == "legacy" else f"<= {STEP_TARGET}",
+               label=f"decoder step vs its floor, {'TF1' if side == 'legacy' else LABEL[side]}", setup=setup,
+               what="the TF1 graph" if side == "legacy" else LABEL[side],
+               notes=f"{per_step[side] * 1e3:.2f} ms a step.")
 
 
 if __name__ == "__main__":

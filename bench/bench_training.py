@@ -36,6 +36,12 @@ import tempfile
 
 import numpy as np
 
+from bench.results import record
+
+#: the rows of bench/results.json this bench records: (framework, size, threads) with threads 1 or the default (every
+#: core); another BENCH_TRAINING_THREADS count is printed, not recorded
+ROWS = ("torch demo 1 thread", "torch demo default threads", "keras demo 1 thread", "keras demo default threads",
+        "torch rtvc 1 thread", "torch rtvc default threads", "keras rtvc 1 thread", "keras rtvc default threads")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = {"demo": 16, "rtvc": 4}
 UTTERANCES = 192
@@ -134,7 +140,31 @@ def main() -> None:
                     if proc.returncode != 0:
                         print(f"train {framework} {size} threads {threads}: FAILED\n{proc.stderr[-2000:]}", flush=True)
                         continue
-                    print(_row(json.loads(proc.stdout.strip().splitlines()[-1])), flush=True)
+                    r = json.loads(proc.stdout.strip().splitlines()[-1])
+                    print(_row(r), flush=True)
+                    record_row(r)
+
+
+def record_row(r: dict) -> None:
+    """One :func:`measure` result as its row (threads ``1`` or ``all``; another count is not recorded)."""
+    if r["threads"] not in ("1", "all"):
+        return
+    threads = "1 thread" if r["threads"] == "1" else "default threads"
+    shown = "1 thread" if r["threads"] == "1" else f"default threads ({os.cpu_count()})"
+    total = r["load_s"] + r["step_s"]
+    per_step = total / r["steps"]
+    sizes = ("the train-demo sizes (encoder 128, decoder 2×192, r = 5, B=16)" if r["size"] == "demo" else
+             "the RTVC sizes (decoder 2×1024, postnet 512, r = 2, B=4)")
+    name = "Keras" if r["framework"] == "keras" else "torch"
+    demo = r["size"] == "demo"
+    record("training", f"{r['framework']} {r['size']} {threads}", per_step * 1e3 if demo else per_step,
+           unit=" ms" if demo else " s", fmt=".0f" if demo else ".2f",
+           label=f"train step, {name}, {'demo' if demo else 'RTVC'} sizes, {shown}",
+           setup=f"`speechblocks train` loop (the command's own loop, synthetic utterances of {FRAMES[0]}–{FRAMES[1]} "
+           f"frames and {CHARACTERS[0]}–{CHARACTERS[1]} symbols, {r['steps']} steps after the warm-up, each "
+           "(framework, size, threads) in its own process): a step (data + forward + backward + clip + Adam) "
+           "(`bench/bench_training.py`)", what=f"{name}, {sizes}, {shown}",
+           notes=f"{r['frames'] / total:.0f} mel frames/s; data {100 * r['load_s'] / total:.1f} % of a step.")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 
 The page is ``bench/benchmarks_page.md`` (the static prose: method, where the time goes) with, at its
 ``<!-- rendered: ... -->`` line, one short table per topic (what, result, target, verdict, machine, date) and each
-row's details (runs, load, method notes, source). Indicative rows (one probe run) are left out. The README's rows sit
+row's details (runs, load, method notes, source). Indicative rows (one probe run) are left out; a row with no
+recorded runs is marked *transcribed* (copied from the hand-written page, not yet re-measured), and the rows a
+benchmark declares (``ROWS``) without a figure in the file are named. The README's rows sit
 between ``<!-- benchmarks:start -->`` and ``<!-- benchmarks:end -->``. ``--check`` writes nothing and exits 1 when
 a file differs from what the results make of it (``tests/test_benchmarks_page.py`` does the same).
 """
@@ -23,7 +25,8 @@ SLOT = re.compile(r"^<!-- rendered: .*-->$", re.M)
 README_START, README_END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 #: the page's sections, in this order (a topic not listed comes after them, alphabetically)
 TOPIC_ORDER = ["Tacotron-2 synthesis and training", "Batched synthesis", "Tacotron-1", "Recurrent blocks",
-               "PyTorch speech modules", "Audio", "Migration", "Training loop", "Export and deployment", "Other"]
+               "PyTorch speech modules", "Audio", "Migration", "Training loop", "Export and deployment",
+               "Precision (bf16)", "Other"]
 #: the README's four headline rows: (what, [row ids, joined by " / "])
 HEADLINES = [
     ("Tacotron-2 synthesis (B=1, 200 steps) vs the TF1 graph's time: Keras / torch",
@@ -170,15 +173,46 @@ def _sorted_topics(rows: list[dict]) -> list[str]:
     return known + sorted(topics - set(known))
 
 
+def transcribed(row: dict) -> bool:
+    """A figure copied from the hand-written page, not yet re-measured by ``python -m bench`` (no runs recorded)."""
+    return not row["runs"]
+
+
+def _date_cell(row: dict) -> str:
+    return f"{row['date']}, transcribed" if transcribed(row) else row["date"]
+
+
+def unmeasured(data: dict, declared: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Row ids a benchmark declares (its ``ROWS``) that the file has no figure for."""
+    declared = results.declared_rows() if declared is None else declared
+    have = {r["id"] for r in data["rows"]}
+    return [f"{b}/{row}" for b, rows in declared.items() for row in rows if f"{b}/{row}" not in have]
+
+
+def status_text(data: dict, declared: dict[str, tuple[str, ...]] | None = None) -> str:
+    """How many shown rows ``make bench`` measured, how many are transcribed, which declared rows have no figure."""
+    rows = [r for r in data["rows"] if not r.get("indicative")]
+    old = [r for r in rows if transcribed(r)]
+    text = (f"**{len(rows) - len(old)} of the {len(rows)} rows below were measured by `make bench`; {len(old)} are "
+            "transcribed** (their date says so): figures copied from the hand-written page before the file existed, "
+            "each naming its source, that `python -m bench` has not re-measured yet. A run replaces such a row by "
+            "its own runs.")
+    missing = unmeasured(data, declared)
+    if missing:
+        text += (f" Declared by a benchmark but not measured yet (no figure: {len(missing)} rows): "
+                 + ", ".join(f"`{i}`" for i in missing) + ".")
+    return text
+
+
 def render_rows(data: dict) -> str:
     rows = [r for r in data["rows"] if not r.get("indicative")]
-    out = []
+    out = [status_text(data), ""]
     for topic in _sorted_topics(rows):
         mine = [r for r in rows if r["topic"] == topic]
         out += [f"## {topic}", "", "| what | result | target | verdict | machine | date |", "|---|---|---|---|---|---|"]
         for r in mine:
             out.append("| " + " | ".join(_cell(x) for x in (r.get("label") or r["row"], figure(r), target_text(r),
-                                                             r["verdict"], machine_label(r["machine"]), r["date"]))
+                                                             r["verdict"], machine_label(r["machine"]), _date_cell(r)))
                        + " |")
         out += ["", f"### {topic}: details"]
         key = None
@@ -210,16 +244,21 @@ def render_page(data: dict, template: str | None = None) -> str:
 def render_readme_rows(data: dict) -> str:
     by_id = {r["id"]: r for r in data["rows"]}
     lines, counts = [], set()
-    table = ["| what | ratio | machine |", "|---|---|---|"]
+    table = ["| what | ratio | machine | date |", "|---|---|---|---|"]
     for what, ids in HEADLINES:
         rows = [by_id[i] for i in ids]
         counts |= {r.get("n_runs") for r in rows}
         machines = list(dict.fromkeys(machine_label(r["machine"]) for r in rows))
-        table.append(f"| {what} | {' / '.join(figure(r, ascii_only=True) for r in rows)} | {' / '.join(machines)} |")
+        dates = list(dict.fromkeys(_date_cell(r) for r in rows))
+        table.append(f"| {what} | {' / '.join(figure(r, ascii_only=True) for r in rows)} | {' / '.join(machines)} | "
+                     f"{' / '.join(dates)} |")
     runs = f"of {counts.pop()} runs" if len(counts) == 1 and None not in counts else "of the runs"
     lines.append(f"Four headline rows of `bench/results.json` (`make bench`; ratios against the baseline measured in "
                  f"the same run,\nmedian (range) {runs} each started on a quiet machine; every row with its runs: "
-                 f"`docs/benchmarks.md`):")
+                 f"`docs/benchmarks.md`" + (";\n*transcribed*: copied from the hand-written page, not yet "
+                                              "re-measured by `make bench`" if any(transcribed(by_id[i]) for _, ids
+                                                                                   in HEADLINES for i in ids) else "")
+                 + "):")
     return "\n".join([README_START, *lines, "", *table, README_END])
 
 

@@ -15,8 +15,9 @@ run with the load average when its benchmark process started. ``runs=[...]`` rec
 benchmark that repeats itself).
 
 Under ``python -m bench`` a record goes to the pending file named by ``$SPEECHBLOCKS_BENCH_PENDING`` (one JSON line a
-record) and the parent merges them at the end; a benchmark run alone (``python -m bench.bench_x``) merges each
-record into ``bench/results.json`` at once. Merging replaces a row by its new measurement and keeps every other row;
+record) and the parent merges them at the end. A benchmark run alone (``python -m bench.bench_x``) is a probe: it
+writes nothing (so a probe on a busy machine cannot replace a committed figure) unless ``$SPEECHBLOCKS_BENCH_RESULTS``
+names a file to merge each record into at once. Merging replaces a row by its new measurement and keeps every other row;
 the file is written atomically (a temporary file renamed over it).
 
 A target is a comparison the verdict is computed from: ``"<= 0.9"``, ``">= 5"`` (on the row's value: a ratio, or a
@@ -33,6 +34,10 @@ Each row of the file::
      "notes", "source"?, "indicative"?}
 
 ``indicative: true`` marks a figure of one probe run: kept in the file, left out of the page.
+
+Every ``bench/bench_<name>.py`` declares the rows it records as a literal tuple, ``ROWS = ("row", ...)``; recording a
+row its module does not declare fails (a renamed row would otherwise leave the old figure in the file, orphaned), and
+:func:`declared_rows` reads the tuples without importing the modules (the page names declared rows never measured).
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +55,9 @@ RESULTS = os.path.join(ROOT, "bench", "results.json")
 PENDING_ENV = "SPEECHBLOCKS_BENCH_PENDING"
 #: set by ``python -m bench`` for each benchmark process: the load average (1, 5, 15 min) when it started
 LOAD_ENV = "SPEECHBLOCKS_BENCH_LOAD"
+#: a benchmark run alone (``python -m bench.bench_x``) merges its records into this file; unset: it writes nothing
+RESULTS_ENV = "SPEECHBLOCKS_BENCH_RESULTS"
+_told = False
 SCHEMA = 1
 #: CPU flags worth naming beside a timing (vector width and fused multiply-add decide a GEMV's speed)
 FLAGS_OF_INTEREST = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
@@ -61,6 +70,7 @@ TOPICS = {
     "contrastive_loss": "PyTorch speech modules", "griffin_lim": "Audio", "audio": "Audio",
     "migration": "Migration", "training": "Training loop", "litert": "Export and deployment",
     "onnx": "Export and deployment", "savedmodel": "Export and deployment", "inductor": "Export and deployment",
+    "precision": "Precision (bf16)",
 }
 _TARGET = re.compile(r"^\s*(<=|>=|<|>|≤|≥)\s*([0-9.eE+-]+)")
 _OPS = {"<=": lambda v, t: v <= t, "≤": lambda v, t: v <= t, ">=": lambda v, t: v >= t,
@@ -184,13 +194,55 @@ def record(bench: str, row: str, value: float | None = None, *, runs: list[float
            "verdict": verdict, "notes": notes}
     if verdict is None and target and parse_target(target) is None:
         _fail(f"target {target!r} is not a comparison: give verdict=")
+    declared = _module_rows(bench)
+    if declared is not None and row not in declared:
+        _fail(f"row {row!r} is not in bench_{bench}.ROWS {declared}")
     pending = os.environ.get(PENDING_ENV)
     if pending:
         with open(pending, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
+    elif os.environ.get(RESULTS_ENV):
+        merge([rec], os.environ[RESULTS_ENV])
     else:
-        merge([rec])
+        global _told
+        if not _told:
+            _told = True
+            print(f"(bench.results: {rec['id']} and the rest of this run not written: a benchmark run alone is a "
+                  "probe; `python -m bench NAME` records, or set SPEECHBLOCKS_BENCH_RESULTS=PATH)", file=sys.stderr)
     return rec
+
+
+def _module_rows(bench: str):
+    """``ROWS`` of the running ``bench_<bench>`` module (imported as ``bench.bench_<bench>`` or run as ``__main__``),
+    or None when it is not loaded (a record made elsewhere, e.g. a test's)."""
+    name = f"bench.bench_{bench}"
+    module = sys.modules.get(name)
+    if module is None:
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        module = main if spec is not None and spec.name == name else None
+    return getattr(module, "ROWS", None)
+
+
+def declared_rows(folder: str | None = None) -> dict[str, tuple[str, ...]]:
+    """``{bench: ROWS}`` of every ``bench_<bench>.py`` in ``folder`` (default: this package), read from the source
+    (``ast.literal_eval`` of the module-level ``ROWS = (...)``; no import, no framework); a module without one maps
+    to ``()``."""
+    import ast
+
+    folder = folder or os.path.dirname(os.path.abspath(__file__))
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("bench_") and name.endswith(".py")):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read(), name)
+        rows = ()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROWS" for t in node.targets):
+                rows = tuple(ast.literal_eval(node.value))
+        out[name[len("bench_"):-len(".py")]] = rows
+    return out
 
 
 def record_ratio(bench: str, row: str, *, seconds, baseline, **kwargs) -> dict:

@@ -56,7 +56,7 @@ train-demo: install
 	$(PY) -m bench.train_demo
 
 bench: install
-	$(PY) -m bench
+	$(PY) -m bench --runs 3
 
 # the documentation site (MkDocs, Material theme, API reference from the docstrings) into site/; --strict: a broken
 # link, a missing reference or an API page that fails to import fails the build (tests/test_docs.py runs the same)

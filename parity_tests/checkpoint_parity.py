@@ -30,6 +30,10 @@ model loaded equal the checkpoint's (``checkpoint->torch``), every output of the
 (``torch finite``) and the same on a second run (``torch rerun``), and the model ``speechblocks migrate --to torch``
 writes reloads to the same outputs (``torch<->migrated .pt``).
 
+The torch side runs on ``device`` (``speechblocks parity --checkpoint CKPT --device cuda``), in float32 and on
+CUDA with TF32 off (:func:`exact_float32`); its inputs are made in numpy and copied there, its outputs copied back
+to be compared. Keras and the TF1 reference keep TensorFlow's own placement.
+
 Tolerances are the parity suite's (docs/ARCHITECTURE.md, tolerances), as the block and whole-model cases use them: 1e-5
 for the blocks (relative to ``max(1, max |ref|)`` where the block's case compares relative), 1e-4 for the encoder LSTM,
 the CBHG and the whole model.
@@ -37,6 +41,7 @@ the CBHG and the whole model.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
@@ -53,7 +58,7 @@ from .cases._common import FLOAT32_TOL, LONG_RECURRENCE_TOL, to_numpy, torch_ten
 from .report import Row, compare
 
 __all__ = ["run_checkpoint_parity", "rows_to_json", "LegacyReferenceUnavailable", "legacy_reference_available",
-           "STOP_BIAS_SHIFT", "TORCH_SIDE_CHECKS"]
+           "STOP_BIAS_SHIFT", "TORCH_SIDE_CHECKS", "exact_float32"]
 
 MODEL_SCOPE = "Tacotron_model/inference"
 STOP_BIAS = "decoder/stop_token_projection/projection_stop_token_projection/bias"
@@ -131,8 +136,12 @@ def _ids(g, batch, lengths, n_symbols):
     return ids
 
 
-def _tt(a):
-    return None if a is None else torch_tensor(np.asarray(a))
+def _tt(a, device=None):
+    """A torch tensor of ``a`` (``None`` stays ``None``), on ``device`` (default: the CPU)."""
+    if a is None:
+        return None
+    t = torch_tensor(np.asarray(a))
+    return t if device is None else t.to(device)
 
 
 def _states_k(ins, layers):
@@ -159,21 +168,26 @@ def _attention_keras(att, ins):
     return {"alignments": np.stack(aligns, -1), "contexts": np.stack(contexts, 1), "states": np.stack(states, 1)}
 
 
-def _attention_torch(att, ins):
+def _attention_torch(att, ins, device=None):
     import torch
 
-    m, n = torch_tensor(ins["memory"]), torch_tensor(ins["memory_lengths"].astype(np.int64))
+    m, n = _tt(ins["memory"], device), _tt(ins["memory_lengths"].astype(np.int64), device)
     values, keys = att.process_memory(m, n)
-    state = torch.zeros(ins["memory"].shape[:2])
+    state = torch.zeros(ins["memory"].shape[:2], device=m.device)
     aligns, contexts, states = [], [], []
     for s in range(ins["queries"].shape[1]):
-        context, a, state = att.step(torch_tensor(ins["queries"][:, s]), state, values, keys, n)
+        context, a, state = att.step(_tt(ins["queries"][:, s], device), state, values, keys, n)
         aligns.append(to_numpy(a)), contexts.append(to_numpy(context)), states.append(to_numpy(state))
     return {"alignments": np.stack(aligns, -1), "contexts": np.stack(contexts, 1), "states": np.stack(states, 1)}
 
 
-def _probes(hp, weights, batch, seed) -> list[_Probe]:
-    """The block probes of a model with hparams ``hp`` (inputs seeded by ``seed``)."""
+def _probes(hp, weights, batch, seed, device=None) -> list[_Probe]:
+    """The block probes of a model with hparams ``hp`` (inputs seeded by ``seed``; the torch twin's inputs on
+    ``device``, default the CPU)."""
+
+    def tt(a):
+        return _tt(a, device)
+
     g = np.random.default_rng(seed)
     r, m, du, mem = hp.outputs_per_step, hp.num_mels, hp.decoder_lstm_units, hp.memory_size
     lens = _lengths(batch, T_IN)
@@ -197,13 +211,13 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
                f"k{hp.enc_conv_kernel_size} on the checkpoint's embeddings", "EncoderConvolutions", conv_cfg,
                MODEL_SCOPE, {"inputs": np.asarray(weights["inputs_embedding"], np.float32)[ids]},
                lambda km, x, _: {"outputs": km.encoder_convolutions(x["inputs"], training=False)},
-               lambda tm, x, _: {"outputs": tm.encoder_convolutions(_tt(x["inputs"]))}, relative=True),
+               lambda tm, x, _: {"outputs": tm.encoder_convolutions(tt(x["inputs"]))}, relative=True),
         _Probe("EncoderRNN", f"encoder_LSTM 2x{hp.encoder_lstm_units} lengths {lens.tolist()}", "EncoderRNN",
                dict(size=hp.encoder_lstm_units, zoneout=hp.tacotron_zoneout_rate, tf1_scope="encoder_LSTM"),
                MODEL_SCOPE, {"inputs": _normal(g, (batch, T_IN, hp.enc_conv_channels)), "input_lengths": lens},
                lambda km, x, _: {"outputs": km.encoder_lstm(x["inputs"], x["input_lengths"], training=False)},
-               lambda tm, x, _: {"outputs": tm.encoder_lstm(_tt(x["inputs"]),
-                                                            _tt(x["input_lengths"].astype(np.int64)))},
+               lambda tm, x, _: {"outputs": tm.encoder_lstm(tt(x["inputs"]),
+                                                            tt(x["input_lengths"].astype(np.int64)))},
                tol=LONG_RECURRENCE_TOL),
         _Probe("Prenet", f"decoder_prenet {list(hp.prenet_layers)} {BLOCK_STEPS} frames (TF1's keep-masks injected)",
                "Prenet", dict(layers_sizes=list(hp.prenet_layers), drop_rate=hp.tacotron_dropout_rate,
@@ -211,17 +225,17 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
                {"inputs": _normal(g, (batch, BLOCK_STEPS, m))},
                lambda km, x, masks: {"outputs": km.decoder.prenet(x["inputs"], training=False, dropout_masks=masks)},
                lambda tm, x, masks: {"outputs": tm.decoder.prenet(
-                   _tt(x["inputs"]), None if masks is None else [_tt(k) for k in masks])},
+                   tt(x["inputs"]), None if masks is None else [tt(k) for k in masks])},
                masks=len(hp.prenet_layers)),
         _Probe("DecoderRNN", f"decoder_LSTM {n_layers}x{du} {BLOCK_STEPS} steps from the zero state", "DecoderRNN",
                lstm_cfg, dec, {"inputs": _normal(g, (batch, BLOCK_STEPS, hp.prenet_layers[-1] + mem), 0.5)},
                lambda km, x, _: _rnn_out(*km.decoder.decoder_lstm(x["inputs"], training=False)),
-               lambda tm, x, _: _rnn_out(*tm.decoder.decoder_lstm(_tt(x["inputs"])))),
+               lambda tm, x, _: _rnn_out(*tm.decoder.decoder_lstm(tt(x["inputs"])))),
         _Probe("DecoderRNN", f"decoder_LSTM {n_layers}x{du} one step from random states", "DecoderRNNStep", lstm_cfg,
                dec, step_ins,
                lambda km, x, _: _rnn_out(*km.decoder.decoder_lstm(x["inputs"], _states_k(x, n_layers), training=False)),
                lambda tm, x, _: _rnn_out(*tm.decoder.decoder_lstm(
-                   _tt(x["inputs"]), [(_tt(c), _tt(h)) for c, h in _states_k(x, n_layers)]))),
+                   tt(x["inputs"]), [(tt(c), tt(h)) for c, h in _states_k(x, n_layers)]))),
         _Probe("LocationSensitiveAttention", f"attention {hp.attention_dim}-d, memory {mem}, {BLOCK_STEPS} steps",
                "LocationSensitiveAttention",
                dict(units=hp.attention_dim, filters=hp.attention_filters, kernel_size=hp.attention_kernel,
@@ -229,26 +243,26 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
                MODEL_SCOPE, {"memory": _normal(g, (batch, T_IN, mem)), "memory_lengths": lens,
                              "queries": _normal(g, (batch, BLOCK_STEPS, du), 0.5)},
                lambda km, x, _: _attention_keras(km.decoder.attention, x),
-               lambda tm, x, _: _attention_torch(tm.decoder.attention, x)),
+               lambda tm, x, _: _attention_torch(tm.decoder.attention, x, device)),
         _Probe("FrameProjection", f"linear_transform_projection {du + mem}->{m * r} one step", "FrameProjection",
                dict(shape=m * r, tf1_scope="linear_transform_projection"), dec,
                {"inputs": _normal(g, (batch, du + mem))},
                lambda km, x, _: {"outputs": km.decoder.frame_projection(x["inputs"])},
-               lambda tm, x, _: {"outputs": tm.decoder.frame_projection(_tt(x["inputs"]))}, relative=True),
+               lambda tm, x, _: {"outputs": tm.decoder.frame_projection(tt(x["inputs"]))}, relative=True),
         _Probe("StopProjection", f"stop_token_projection {du + mem}->{r} one step (probabilities)", "StopProjection",
                dict(shape=r, tf1_scope="stop_token_projection"), dec, {"inputs": _normal(g, (batch, du + mem))},
                lambda km, x, _: {"outputs": km.decoder.stop_projection(x["inputs"], training=False)},
-               lambda tm, x, _: {"outputs": tm.decoder.stop_projection(_tt(x["inputs"]))}, relative=True),
+               lambda tm, x, _: {"outputs": tm.decoder.stop_projection(tt(x["inputs"]))}, relative=True),
         _Probe("Postnet",
                f"postnet_convolutions {hp.postnet_num_layers}x{hp.postnet_channels} k{hp.postnet_kernel_size}",
                "Postnet", post_cfg, MODEL_SCOPE, {"inputs": _normal(g, (batch, BLOCK_FRAMES, m))},
                lambda km, x, _: {"outputs": km.postnet(x["inputs"], training=False)},
-               lambda tm, x, _: {"outputs": tm.postnet(_tt(x["inputs"]))}, relative=True),
+               lambda tm, x, _: {"outputs": tm.postnet(tt(x["inputs"]))}, relative=True),
         _Probe("FrameProjection", f"postnet_projection {hp.postnet_channels}->{m}", "FrameProjection",
                dict(shape=m, tf1_scope="postnet_projection"), MODEL_SCOPE,
                {"inputs": _normal(g, (batch, BLOCK_FRAMES, hp.postnet_channels), 0.5)},
                lambda km, x, _: {"outputs": km.postnet_projection(x["inputs"])},
-               lambda tm, x, _: {"outputs": tm.postnet_projection(_tt(x["inputs"]))}, relative=True),
+               lambda tm, x, _: {"outputs": tm.postnet_projection(tt(x["inputs"]))}, relative=True),
     ]
     if hp.predict_linear:
         cbhg_cfg = dict(K=hp.cbhg_kernels, conv_channels=hp.cbhg_conv_channels, pool_size=hp.cbhg_pool_size,
@@ -259,12 +273,12 @@ def _probes(hp, weights, batch, seed) -> list[_Probe]:
             _Probe("CBHG", f"CBHG_postnet K{hp.cbhg_kernels} GRU 2x{hp.cbhg_rnn_units}", "CBHG", cbhg_cfg, MODEL_SCOPE,
                    {"inputs": _normal(g, (batch, BLOCK_FRAMES, m))},
                    lambda km, x, _: {"outputs": km.post_cbhg(x["inputs"], None, training=False)},
-                   lambda tm, x, _: {"outputs": tm.post_cbhg(_tt(x["inputs"]), None)}, tol=LONG_RECURRENCE_TOL),
+                   lambda tm, x, _: {"outputs": tm.post_cbhg(tt(x["inputs"]), None)}, tol=LONG_RECURRENCE_TOL),
             _Probe("FrameProjection", f"cbhg_linear_specs_projection {2 * hp.cbhg_rnn_units}->{hp.num_freq}",
                    "FrameProjection", dict(shape=hp.num_freq, tf1_scope="cbhg_linear_specs_projection"), MODEL_SCOPE,
                    {"inputs": _normal(g, (batch, BLOCK_FRAMES, 2 * hp.cbhg_rnn_units), 0.5)},
                    lambda km, x, _: {"outputs": km.linear_projection(x["inputs"])},
-                   lambda tm, x, _: {"outputs": tm.linear_projection(_tt(x["inputs"]))}, relative=True),
+                   lambda tm, x, _: {"outputs": tm.linear_projection(tt(x["inputs"]))}, relative=True),
         ]
     return probes
 
@@ -311,11 +325,11 @@ def _keras_model_run(model, hp, run, steps):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _torch_model_run(model, hp, run, steps):
+def _torch_model_run(model, hp, run, steps, device=None):
     ins = run.inputs
-    out = model(torch_tensor(ins["inputs"].astype(np.int64)), torch_tensor(ins["input_lengths"].astype(np.int64)),
-                _tt(ins.get("speaker_embeddings")), _tt(ins.get("mel_targets")), steps,
-                _prenet_masks(hp, ins, torch_tensor))
+    out = model(_tt(ins["inputs"].astype(np.int64), device), _tt(ins["input_lengths"].astype(np.int64), device),
+                _tt(ins.get("speaker_embeddings"), device), _tt(ins.get("mel_targets"), device), steps,
+                _prenet_masks(hp, ins, lambda a: _tt(a, device)))
     return {k: to_numpy(v) for k, v in out.items()}
 
 
@@ -379,12 +393,13 @@ def _block_outputs(framework, model, probes, masks, masked):
     return out
 
 
-def _whole_outputs(framework, model, hp, runs, steps, weights, progress):
+def _whole_outputs(framework, model, hp, runs, steps, weights, progress, device=None):
     """``{run index: outputs}`` of one framework's whole model (``framework``: ``"Keras"``, else torch's, named so
-    in the progress lines)."""
+    in the progress lines; its inputs on ``device``)."""
     import torch
 
-    fn = _keras_model_run if framework == "Keras" else _torch_model_run
+    fn = _keras_model_run if framework == "Keras" else (
+        lambda *a: _torch_model_run(*a, device=device))
     out = {}
     with torch.no_grad():
         for j, run in enumerate(runs):
@@ -457,6 +472,37 @@ def _read_model(checkpoint, hparams, overrides, use_ema: bool, say) -> tuple[dic
     return weights, hp
 
 
+# -- the torch device ---------------------------------------------------------------------------------------------
+def _torch_device(device):
+    import torch
+
+    return torch.device("cpu") if device is None else torch.device(device)
+
+
+def _where(device) -> str:
+    """The torch side's device in the progress lines (``cpu``, ``cuda:0``)."""
+    d = _torch_device(device)
+    return f"{d.type}:{d.index if d.index is not None else 0}" if d.type == "cuda" else str(d)
+
+
+@contextlib.contextmanager
+def exact_float32(device=None):
+    """On a CUDA ``device``: TF32 off for the duration (``torch.backends.cuda.matmul.allow_tf32`` and
+    ``torch.backends.cudnn.allow_tf32`` False, restored afterwards), so that matrix products and convolutions run in
+    float32 as on the CPU and are compared at float32's tolerances; elsewhere nothing changes."""
+    if device is None or _torch_device(device).type != "cuda":
+        yield
+        return
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 # -- the torch side alone (no TensorFlow) ------------------------------------------------------------------------
 def _weights_row(model, weights) -> Row:
     """The loaded model's variables (``tf1_weights()``, TF1 layout) against the checkpoint's, all in one row."""
@@ -479,24 +525,26 @@ def _finite_row(output: str, value) -> Row:
                f"{bad} non-finite of {np.size(value)} values (the max |Δ| column counts them)")
 
 
-def _torch_side_rows(checkpoint, weights, hp, runs, steps, say, perturb, migrate_kwargs) -> list[Row]:
-    """The rows of :data:`TORCH_SIDE_CHECKS`: what can be checked of the torch side without TensorFlow."""
+def _torch_side_rows(checkpoint, weights, hp, runs, steps, say, perturb, migrate_kwargs, device=None) -> list[Row]:
+    """The rows of :data:`TORCH_SIDE_CHECKS`: what can be checked of the torch side without TensorFlow (the torch
+    models on ``device``)."""
     import torch_layers
     from speechblocks.migration import migrate_checkpoint
 
     w = dict(weights) if perturb is None else perturb("torch", dict(weights))
-    say("torch: building the model and loading the checkpoint's weights (no TensorFlow: no Keras, no TF1 reference)")
-    model = torch_layers.Tacotron2(hp).eval()
+    say(f"torch: building the model on {_where(device)} and loading the checkpoint's weights (no TensorFlow: no "
+        f"Keras, no TF1 reference)")
+    model = torch_layers.Tacotron2(hp).eval().to(_torch_device(device))
     model.load_tf1_weights(w)
     rows = [_weights_row(model, weights)]
-    first = _whole_outputs("torch", model, hp, runs, steps, w, say)
-    again = _whole_outputs("torch (rerun)", model, hp, runs, steps, w, say)
+    first = _whole_outputs("torch", model, hp, runs, steps, w, say, device)
+    again = _whole_outputs("torch (rerun)", model, hp, runs, steps, w, say, device)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "model.pt")
         say("torch: speechblocks migrate --to torch, then Tacotron2.from_migrated")
         migrate_checkpoint(checkpoint, "torch", path, **migrate_kwargs)
-        migrated = torch_layers.Tacotron2.from_migrated(path)
-    reloaded = _whole_outputs("torch (migrated .pt)", migrated, hp, runs, steps, weights, say)
+        migrated = torch_layers.Tacotron2.from_migrated(path).to(_torch_device(device))
+    reloaded = _whole_outputs("torch (migrated .pt)", migrated, hp, runs, steps, weights, say, device)
     for j, run in enumerate(runs):
         n_steps = first[j]["alignments"].shape[-1]
         for key in ("decoder_outputs", "mel_outputs", "stop_token_prediction", "alignments", "linear_outputs"):
@@ -513,7 +561,7 @@ def _torch_side_rows(checkpoint, weights, hp, runs, steps, say, perturb, migrate
 
 def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None = None, use_ema: bool = False,
                           steps: int = 20, batch: int = 2, seed: int = 0, progress: Callable[[str], None] | None = None,
-                          skip_legacy: bool = False, skip_keras: bool = False,
+                          skip_legacy: bool = False, skip_keras: bool = False, device=None,
                           _perturb: Callable | None = None) -> list[Row]:
     """Parity of a real TF1 Tacotron-2 checkpoint: TF1 reference graph -> Keras / torch, Keras <-> torch.
 
@@ -533,6 +581,9 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
         skip_legacy: compare Keras and torch only (no TF1 reference, no ``tf_keras`` needed).
         skip_keras: with ``skip_legacy``: no TensorFlow at all; only the torch side's own checks run
             (:data:`TORCH_SIDE_CHECKS`; no comparison with another framework is made).
+        device: where the torch side runs (a ``torch.device`` or its name, ``"cuda:0"``; default ``None``, the
+            CPU), in float32; on CUDA with TF32 off for the whole run (:func:`exact_float32`). Keras and the TF1
+            reference keep TensorFlow's own placement.
         _perturb: test hook ``(framework, weights) -> weights`` ("Keras" / "torch") applied before that
             framework's model loads them (a sabotaged twin must fail its rows).
 
@@ -562,17 +613,25 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
                          "TensorFlow too).")
     steps, batch = int(steps), int(batch)
     say = progress or (lambda line: None)
+    with exact_float32(device):
+        return _run(checkpoint, hparams, overrides, use_ema, steps, batch, seed, say, skip_legacy, skip_keras, device,
+                    _perturb)
+
+
+def _run(checkpoint, hparams, overrides, use_ema, steps, batch, seed, say, skip_legacy, skip_keras, device,
+         _perturb) -> list[Row]:
+    """The body of :func:`run_checkpoint_parity`, its arguments checked."""
     t_start = time.perf_counter()
 
     weights, hp = _read_model(checkpoint, hparams, overrides, use_ema, say)
     runs = _model_runs(hp, batch, steps, seed)
     if skip_keras:
         rows = _torch_side_rows(checkpoint, weights, hp, runs, steps, say, _perturb,
-                                dict(use_ema=use_ema, hparams=hparams, overrides=overrides))
+                                dict(use_ema=use_ema, hparams=hparams, overrides=overrides), device)
         say(f"{len(rows)} rows of the torch side alone, {sum(not r.passed for r in rows)} failed "
             f"({time.perf_counter() - t_start:.1f} s)")
         return rows
-    probes = _probes(hp, weights, batch, seed)
+    probes = _probes(hp, weights, batch, seed, device)
 
     legacy_future, executor, weights_file = None, None, None
     if not skip_legacy:
@@ -590,13 +649,15 @@ def run_checkpoint_parity(checkpoint, hparams=None, *, overrides: Mapping | None
         models, blocks, whole = {}, {}, {}
         for framework in ("Keras", "torch"):
             w = dict(weights) if _perturb is None else _perturb(framework, dict(weights))
-            say(f"{framework}: building the model and loading the checkpoint's weights")
-            model = tf_layers.Tacotron2(hp) if framework == "Keras" else torch_layers.Tacotron2(hp).eval()
+            where = "" if framework == "Keras" else f" on {_where(device)}"
+            say(f"{framework}: building the model{where} and loading the checkpoint's weights")
+            model = (tf_layers.Tacotron2(hp) if framework == "Keras"
+                     else torch_layers.Tacotron2(hp).eval().to(_torch_device(device)))
             model.load_tf1_weights(w)
             models[framework] = (model, w)
             say(f"{framework}: blocks")
             blocks[framework] = _block_outputs(framework, model, probes, {}, masked=False)
-            whole[framework] = _whole_outputs(framework, model, hp, runs, steps, w, say)
+            whole[framework] = _whole_outputs(framework, model, hp, runs, steps, w, say, device)
 
         legacy_blocks, legacy_whole, masks = {}, {}, {}
         if legacy_future is not None:

@@ -3,7 +3,8 @@
 Every device-aware case is parametrised over ``cpu`` and ``cuda`` (:data:`tests.helpers.devices.DEVICES`: the CUDA
 cases are skipped, and counted, where torch sees no GPU). Each command's output on a device is checked against the
 library call it stands for run on the CPU; on a machine without CUDA, ``--device cuda`` is one line, exit status 2,
-and nothing written, for every command that runs a torch model.
+and nothing written, for every command that runs a torch model. ``parity --checkpoint`` (its torch side, TF32 off on
+CUDA) and ``evaluate`` give with ``--device cpu`` the rows and scores of a run without it.
 """
 from __future__ import annotations
 
@@ -313,3 +314,197 @@ def test_keras_device_cuda_without_a_gpu_names_the_tf_gpu_extra():
 
     with pytest.raises(UsageError, match=r"^--device cuda:0: TensorFlow sees 0 GPU\(s\) .*speechblocks\[tf-gpu\]"):
         keras_device(SimpleNamespace(config=_FakeConfig([])), "cuda:0")
+
+
+# -- parity --checkpoint and evaluate: the torch side on a device --------------------------------------------
+@pytest.fixture(scope="module")
+def parity_files(tmp_path_factory):
+    """A small RTVC-like TF1 checkpoint (never stops) and a tiny keithito Tacotron-1 one, both written with
+    ``tf.raw_ops.SaveV2``."""
+    import tensorflow as tf
+
+    import torch_layers
+    from tests.helpers.tacotron2_checkpoint import save_model_checkpoint, small_variables
+
+    d = tmp_path_factory.mktemp("parity")
+    _, variables = small_variables("rtvc", seed=3, stop_bias=-30.0)
+    os.makedirs(d / "t2")
+    ckpt = save_model_checkpoint(d / "t2", variables)
+    torch.manual_seed(0)
+    t1 = torch_layers.Tacotron1("keithito", num_mels=8, embed_depth=8, prenet_depths=[8, 8], encoder_depth=8,
+                                attention_depth=8, decoder_depth=8, postnet_depth=8)
+    weights = {f"{t1.tf1_scope}/{k}": v for k, v in t1.tf1_weights().items()}
+    names = sorted(weights)
+    os.makedirs(d / "t1")
+    prefix = str(d / "t1" / "model.ckpt-10")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[weights[n] for n in names])
+    return {"tacotron2": ckpt, "tacotron1": prefix}
+
+
+@pytest.fixture(scope="module")
+def evaluate_files(tmp_path_factory):
+    """A tiny random RTVC Tacotron-2 (80 mels, the 256-value speaker embedding of the GE2E below), small random GE2E
+    weights, one sentence and its reference recording (tests/data/evaluate), a tiny torch Tacotron-1."""
+    import shutil
+
+    import torch_layers
+    from speechblocks import tf1_variable_shapes
+    from speechblocks.training.checkpoint_files import torch_model_payload
+    from speechblocks.training.tacotron1 import tacotron1_torch_payload
+
+    d = tmp_path_factory.mktemp("evaluate")
+    hp = resolve_hparams("rtvc", 66, embedding_dim=16, enc_conv_channels=16, encoder_lstm_units=8, attention_dim=8,
+                         attention_filters=4, prenet_layers=[8, 8], decoder_lstm_units=16, postnet_channels=16,
+                         speaker_embedding_size=256, num_mels=80)
+    torch.manual_seed(0)
+    state = {k: v.detach().contiguous() for k, v in torch_layers.Tacotron2(hp).state_dict().items()}
+    torch.save(torch_model_payload(hp, state, tf1_variable_shapes(hp)), d / "tiny.pt")
+    encoder = torch_layers.SpeakerEncoder(model_hidden_size=16, model_num_layers=1, model_embedding_size=256)
+    torch.save({"model_state": encoder.state_dict(), "step": 1}, d / "encoder.pt")
+    t1 = torch_layers.Tacotron1("keithito", num_mels=80, embed_depth=8, prenet_depths=[8, 8], encoder_depth=8,
+                                attention_depth=8, decoder_depth=8, postnet_depth=8)
+    torch.save(tacotron1_torch_payload(t1.hparams, t1.layout, {k: v.detach().contiguous()
+                                                               for k, v in t1.state_dict().items()}), d / "t1.pt")
+    os.makedirs(d / "refs")
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "evaluate")
+    shutil.copy(os.path.join(data, "slt_train.flac"), d / "refs")
+    (d / "one.txt").write_text("slt_train|The train leaves at noon.\n", encoding="utf-8")
+    return {k: str(d / v) for k, v in {"model": "tiny.pt", "encoder": "encoder.pt", "t1": "t1.pt", "refs": "refs",
+                                       "text": "one.txt"}.items()}
+
+
+def _evaluate_argv(f, out):
+    return ["evaluate", f["model"], "--text-file", f["text"], "--reference-dir", f["refs"], "--encoder", f["encoder"],
+            "--max-iters", "6", "--set", "tacotron_dropout_rate=0", "--griffin-lim-iters", "4", "--json",
+            os.path.join(out, "scores.json")]
+
+
+def _needs_recognizer():
+    pytest.importorskip("pocketsphinx", reason="the eval extra (pocketsphinx) is not installed")
+    pytest.importorskip("jiwer", reason="the eval extra (jiwer) is not installed")
+
+
+@without_cuda
+@pytest.mark.parametrize("command", ["parity --checkpoint", "evaluate"])
+def test_parity_and_evaluate_device_cuda_without_cuda_is_one_line_exit_2_nothing_written(
+        parity_files, evaluate_files, tmp_path, capsys, command):
+    if command == "evaluate":
+        _needs_recognizer()
+        argv = _evaluate_argv(evaluate_files, str(tmp_path))
+    else:
+        argv = ["parity", "--checkpoint", parity_files["tacotron2"], "--skip-legacy", "--steps", "2"]
+    for spec in ("cuda", "cuda:1"):
+        _fails(argv + ["--device", spec], capsys, f"--device {spec}: this torch", str(tmp_path))
+    for bad in ("gpu0", "cuda:x", "mps"):
+        _fails(argv + ["--device", bad], capsys, f"--device must be one of auto, cpu, cuda, cuda:N; got '{bad}'",
+               str(tmp_path))
+
+
+def test_parity_and_evaluate_of_a_tacotron1_refuse_cuda_in_one_line(parity_files, evaluate_files, tmp_path, capsys):
+    """Tacotron-1 (keithito, mimic2) runs on the CPU in float32, as its synthesize: --device cuda is refused
+    whether or not there is a GPU; the built-in suite has no torch side to move."""
+    _fails(["parity", "--checkpoint", parity_files["tacotron1"], "--device", "cuda"], capsys,
+           "--device: a Tacotron-1 (keithito, mimic2) checkpoint's parity runs on the CPU (drop it)", str(tmp_path))
+    _fails(["parity", "--device", "cuda:0"], capsys, "--device cuda:0: the built-in suite runs on the CPU",
+           str(tmp_path))
+    _needs_recognizer()
+    _fails(["evaluate", evaluate_files["t1"], "--text-file", evaluate_files["text"], "--device", "cuda"], capsys,
+           "--device: Tacotron-1 (keithito, mimic2) synthesizes on the CPU in float32 (drop it)", str(tmp_path))
+
+
+def _parity_rows(argv, capsys):
+    import json
+
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_parity_checkpoint_on_a_device_gives_the_cpu_rows(parity_files, capsys, device):
+    """The torch side on ``device`` (float32, TF32 off on CUDA), Keras on TensorFlow's placement: every row passes,
+    the progress line names the device; on the CPU the rows are those of the run without --device."""
+    argv = ["parity", "--checkpoint", parity_files["tacotron2"], "--skip-legacy", "--steps", "2", "--json"]
+    rows, err = _parity_rows(argv + ["--device", device], capsys)
+    assert rows and all(r["passed"] for r in rows), [r for r in rows if not r["passed"]]
+    where = "cpu" if device == "cpu" else "cuda:0"
+    assert f"speechblocks parity: torch: building the model on {where} and loading" in err
+    assert {r["comparison"] for r in rows} == {"Keras<->torch"}
+    if device == "cuda":
+        return
+    default, _ = _parity_rows(argv, capsys)  # auto: the CPU here
+    assert [(r["block"], r["output"], r["passed"]) for r in rows] == \
+        [(r["block"], r["output"], r["passed"]) for r in default]
+    for a, b in zip(rows, default):  # the same numbers (TorchScript's first runs may move a last bit)
+        assert a["max_abs"] == pytest.approx(b["max_abs"], rel=1e-3, abs=1e-7), (a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_parity_torch_side_alone_runs_on_a_device(parity_files, device):
+    """Without TensorFlow (``skip_keras``): the torch side's own checks -- the loaded weights, finite outputs, a
+    rerun, the migrated ``.pt`` reloaded -- with every torch model on ``device``."""
+    from parity_tests.checkpoint_parity import TORCH_SIDE_CHECKS, run_checkpoint_parity
+
+    lines = []
+    rows = run_checkpoint_parity(parity_files["tacotron2"], steps=2, batch=1, skip_legacy=True, skip_keras=True,
+                                 device=torch.device(device), progress=lines.append)
+    assert rows and all(r.passed for r in rows) and {r.comparison for r in rows} == set(TORCH_SIDE_CHECKS)
+    assert any(f"torch: building the model on {'cpu' if device == 'cpu' else 'cuda:0'} and" in line
+               for line in lines)
+
+
+def test_exact_float32_turns_tf32_off_on_cuda_only_and_restores_it():
+    from parity_tests.checkpoint_parity import exact_float32
+
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = matmul.allow_tf32, cudnn.allow_tf32  # (properties of torch's backends: monkeypatch cannot undo them)
+    try:
+        matmul.allow_tf32 = cudnn.allow_tf32 = True
+        for device in (None, "cpu", torch.device("cpu")):
+            with exact_float32(device):
+                assert matmul.allow_tf32 and cudnn.allow_tf32
+        with exact_float32("cuda:0"):  # setting the flags needs no GPU
+            assert not matmul.allow_tf32 and not cudnn.allow_tf32
+        assert matmul.allow_tf32 and cudnn.allow_tf32
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = saved
+
+
+def _scores(doc):
+    """Every score of an evaluate JSON but the timings."""
+    timing = {"seconds", "real_time_factor"}
+
+    def strip(d):
+        return {k: strip(v) if isinstance(v, dict) else v for k, v in d.items() if k not in timing}
+
+    return strip({"sentences": doc["sentences"], "total": doc["total"]})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_evaluate_on_a_device_gives_the_cpu_scores(evaluate_files, tmp_path, capsys, device):
+    """The torch model's synthesis, Griffin-Lim (the model's speech and the references' resynthesis) and the GE2E
+    encoder on ``device``: on the CPU the scores of the run without --device, on a GPU the same within float
+    rounding (what the recogniser hears is not compared there: a last bit of a waveform may change a word)."""
+    import json
+
+    _needs_recognizer()
+    docs = {}
+    for name, extra in (("device", ["--device", device]), ("default", ["--device", "cpu"] if device == "cuda" else [])):
+        out = tmp_path / name
+        out.mkdir()
+        assert main(_evaluate_argv(evaluate_files, str(out)) + extra) == 0, capsys.readouterr().err
+        docs[name] = json.loads((out / "scores.json").read_text())
+    capsys.readouterr()
+    assert docs["device"]["settings"]["device"] == ("cpu" if device == "cpu" else "cuda:0")
+    assert docs["default"]["settings"]["device"] == "cpu"
+    got, want = _scores(docs["device"]), _scores(docs["default"])
+    if device == "cpu":
+        assert got == want
+        return
+    for g, w in zip(got["sentences"], want["sentences"]):
+        assert (g["model"]["steps"], g["model"]["stopped"]) == (w["model"]["steps"], w["model"]["stopped"])
+        for system in ("model", "resynthesis"):
+            for key in ("mcd", "similarity", "focus", "monotonicity"):
+                if w[system].get(key) is not None:
+                    assert g[system][key] == pytest.approx(w[system][key], rel=1e-3, abs=1e-4), (system, key)

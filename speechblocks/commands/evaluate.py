@@ -15,8 +15,8 @@ from ..errors import UsageError
 from ..evaluation import pipeline
 from ..evaluation.recognition import Recognizer, require_recognizer
 from ..synthesis_tacotron1 import encode_tacotron1_texts, load_tacotron1, source_family
-from ._common import load_tensorflow, load_torch, progress, user_input
-from ._options import existing_file, griffin_lim_options, hparams_options, overrides
+from ._common import load_tensorflow, load_torch, progress, torch_device, user_input
+from ._options import device_option, existing_file, griffin_lim_options, hparams_options, overrides
 from ._synthesize_tacotron1 import split_settings
 
 NAME = "evaluate"
@@ -34,6 +34,7 @@ EXAMPLES = """examples:
   speechblocks evaluate run/checkpoints/tacotron2-2100.pt --text-file held_out.txt --reference-dir held_out_wavs/
   speechblocks evaluate tacotron2.pt --text-file lines.txt --speaker-wav me.wav --json scores.json --plot worst.png
   speechblocks evaluate tacotron-20180906/model.ckpt --text-file metadata.csv --reference-dir LJSpeech-1.1/wavs
+  speechblocks evaluate tacotron2.pt --text-file lines.txt --reference-dir held_out/ --device cuda
 
 --text-file: one sentence a line; a line NAME|text (or LJSpeech's NAME|text|normalized) names its reference
 NAME.wav (.flac, .ogg) in --reference-dir, else sentence i's reference is 000.wav, 001.wav, ..."""
@@ -58,6 +59,7 @@ def add_arguments(p) -> None:
                                       "for Tacotron-2, the hparams' for Tacotron-1)")
     p.add_argument("--seed", type=int, default=0, help="pre-net dropout and Griffin-Lim phases (default 0)")
     griffin_lim_options(p)
+    device_option(p, "the torch model's synthesis, torch's Griffin-Lim and the GE2E encoder (float32)")
     p.add_argument("--json", metavar="PATH", help="also write every score as JSON (schema speechblocks.evaluate/1)")
     p.add_argument("--plot", metavar="PNG", help="draw the worst sentence's alignment (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on a terminal")
@@ -94,9 +96,18 @@ def run(args) -> int:
     if family == "tacotron2":
         cleaners = cleaners or ("english_cleaners",)
         encoded = synthesis.encode_texts(texts, cleaners)  # characters outside the table: before the model loads
-    (load_tensorflow if framework == "keras" else load_torch)()
-    if args.griffin_lim == "torch" or framework == "torch" or args.speaker_wav or ref_paths:
+    if family == "tacotron1" and args.device.startswith("cuda"):
+        raise UsageError("--device: Tacotron-1 (keithito, mimic2) synthesizes on the CPU in float32 (drop it)")
+    if framework == "keras":
+        load_tensorflow(args.device)  # --device cpu hides the GPUs from TensorFlow
+    else:
         load_torch()
+    device = None
+    if args.griffin_lim == "torch" or framework == "torch" or args.speaker_wav or ref_paths:
+        # the torch model, torch's Griffin-Lim and the GE2E encoder on --device (with --framework keras or a
+        # Tacotron-1: the CPU unless --device names a GPU); cuda without CUDA: one line, before any model loads
+        device = torch_device(args.device if framework == "torch" and family == "tacotron2" or args.device != "auto"
+                              else "cpu")
     with user_input():  # the model file, the hparams, the --set values
         if family == "tacotron1":
             model_settings, audio_settings = split_settings(settings)
@@ -105,7 +116,8 @@ def run(args) -> int:
 
             audio_hp = audio_hparams(model.hparams.variant, **audio_settings)
         else:
-            model = synthesis.load_model(args.source, kind, framework, args.hparams, settings, args.seed)
+            model = synthesis.load_model(args.source, kind, framework, args.hparams, settings, args.seed,
+                                         device=device if framework == "torch" else None)
             audio_hp = audio_commands.model_audio_hparams(model, settings)
     if family == "tacotron1":
         cleaners = cleaners or tuple(c.strip() for c in model.hparams.cleaners.split(",") if c.strip())
@@ -120,7 +132,8 @@ def run(args) -> int:
                              "--speaker-wav REF.wav or --reference-dir DIR (each sentence spoken in its "
                              "reference's voice)")
         with user_input():  # the encoder's weights, the recordings
-            encoder = audio_commands.load_speaker_encoder(args.encoder, framework)
+            encoder = audio_commands.load_speaker_encoder(args.encoder, framework,
+                                                          device=device if framework == "torch" else None)
             if args.speaker_wav:
                 (target,) = audio_commands.embed_wavs(encoder, [args.speaker_wav])
             ref_embeddings = [np.asarray(encoder.embed_wav(w, source_sr=sr), np.float32)
@@ -141,13 +154,14 @@ def run(args) -> int:
         tell(f"speaking {len(texts)} sentence(s) with the model")
     spoken, seconds = pipeline.synthesize_wavs(model, family, framework, encoded, embeddings, audio_hp,
                                                max_iters=args.max_iters, seed=args.seed, griffin_lim=args.griffin_lim,
-                                               n_iter=args.griffin_lim_iters)
+                                               n_iter=args.griffin_lim_iters, device=device)
     resynthesized = None
     if references is not None:
         if tell:
             tell("resynthesizing the references (Griffin-Lim of their own features)")
         resynthesized = pipeline.resynthesize(references, family, audio_hp, seed=args.seed,
-                                              griffin_lim=args.griffin_lim, n_iter=args.griffin_lim_iters)
+                                              griffin_lim=args.griffin_lim, n_iter=args.griffin_lim_iters,
+                                              device=device)
     report = pipeline.score(sentences, cleaners, spoken, sr, recognizer, references=references,
                             resynthesized=resynthesized, embed=embed, speaker_embedding=target,
                             synthesis_seconds=seconds, progress=tell)
@@ -159,7 +173,7 @@ def run(args) -> int:
         "recognizer": f"pocketsphinx {version} (en-us)", "reference_dir": args.reference_dir,
         "speaker_wav": args.speaker_wav, "similarity_target": ("speaker_wav" if target is not None else
                                                                "references" if references is not None else None),
-        "mcd": pipeline.mcd_settings(sr)}
+        "mcd": pipeline.mcd_settings(sr), "device": None if device is None else str(device)}
     jobs = []
     if json_path is not None:
         doc = pipeline.report_json(report, settings_out)

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..errors import UsageError
-from ._common import load_tensorflow, load_torch, precheck_checkpoint, say, user_input
-from ._options import hparams_options, overrides
+from ._common import load_tensorflow, load_torch, precheck_checkpoint, say, torch_device, user_input
+from ._options import device_option, hparams_options, overrides
 
 NAME = "parity"
 HELP = "prove Keras, torch and the TF1 graph compute the same numbers"
@@ -13,7 +13,8 @@ EXAMPLES = """examples:
   speechblocks parity                              # the whole suite: every block and the whole model
   speechblocks parity --block tacotron2 --json     # one case module, as JSON
   speechblocks parity --checkpoint logs-pretrained/taco_pretrained       # your own checkpoint's weights
-  speechblocks parity --checkpoint model.ckpt-278000 --hparams rayhane --steps 30"""
+  speechblocks parity --checkpoint model.ckpt-278000 --hparams rayhane --steps 30
+  speechblocks parity --checkpoint logs-pretrained/taco_pretrained --skip-legacy --device cuda   # torch on a GPU"""
 
 #: ``parity --checkpoint --skip-legacy`` without TensorFlow: the torch side's checks passed, no comparison was made
 EXIT_PARITY_NOT_ESTABLISHED = 4
@@ -32,12 +33,17 @@ def add_arguments(p) -> None:
                    help="with --checkpoint: Keras vs torch only (no TF1 reference, no tf_keras needed); where "
                         "TensorFlow cannot be imported, the torch side's own checks only (exit status 4 when they "
                         "pass: no comparison was made)")
+    device_option(p, "with --checkpoint, the torch side (float32; on CUDA with TF32 off). Keras keeps "
+                     "TensorFlow's placement")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
 
 
 def run(args) -> int:
     if args.checkpoint:
         return _parity_checkpoint(args)
+    if args.device.startswith("cuda"):
+        raise UsageError(f"--device {args.device}: the built-in suite runs on the CPU; --device is for the torch side "
+                         "of --checkpoint")
     load_tensorflow()
     load_torch()
     from parity_tests.cases import discover, run_all
@@ -78,11 +84,15 @@ def _parity_checkpoint(args) -> int:
                          "checkpoint's model is compared")
     precheck_checkpoint(args.checkpoint)  # a missing or damaged checkpoint: refused before TensorFlow loads
     tacotron1 = source_family(args.checkpoint, "tf1") == "tacotron1"
+    if tacotron1 and args.device.startswith("cuda"):
+        raise UsageError("--device: a Tacotron-1 (keithito, mimic2) checkpoint's parity runs on the CPU (drop it)")
+    device = None if tacotron1 else torch_device(args.device)  # cuda without CUDA: one line, before TensorFlow
     if isinstance(args.hparams, str):
         with user_input():  # a preset of the other family: one line
             check_preset_family(args.hparams, "tacotron1" if tacotron1 else "tacotron2",
                                 f"checkpoint {args.checkpoint!r}")
-    keras = _tensorflow_for_parity(args.skip_legacy)
+    # Keras: TensorFlow's own placement; --device cpu hides the GPUs from it as well
+    keras = _tensorflow_for_parity(args.skip_legacy, "cpu" if args.device == "cpu" else "auto")
     if tacotron1 and not keras:
         raise UsageError("a Tacotron-1 checkpoint's parity needs TensorFlow (Keras is one side of every row): pip "
                          "install 'speechblocks[tf]'")
@@ -93,7 +103,7 @@ def _parity_checkpoint(args) -> int:
         with user_input():  # its ValueErrors are the checkpoint's and the arguments' (run_checkpoint_parity, Raises)
             rows = run_checkpoint_parity(args.checkpoint, args.hparams, overrides=overrides(args.set),
                                          use_ema=args.use_ema, steps=args.steps, skip_legacy=args.skip_legacy,
-                                         skip_keras=not keras, progress=lambda line: say(NAME, line))
+                                         skip_keras=not keras, device=device, progress=lambda line: say(NAME, line))
     except LegacyReferenceUnavailable as e:
         raise UsageError(str(e)) from None
     _print_rows(rows, args.json)
@@ -129,11 +139,11 @@ def _parity_tacotron1(args) -> int:
     return 0 if all(r.passed for r in rows) else 1
 
 
-def _tensorflow_for_parity(skip_legacy: bool) -> bool:
-    """Loads TensorFlow for ``parity --checkpoint``; False when it cannot be imported and ``--skip-legacy`` lets the
-    torch side run alone."""
+def _tensorflow_for_parity(skip_legacy: bool, device: str = "auto") -> bool:
+    """Loads TensorFlow for ``parity --checkpoint`` (``device``: ``cpu`` hides the GPUs from it); False when it cannot
+    be imported and ``--skip-legacy`` lets the torch side run alone."""
     try:
-        load_tensorflow()
+        load_tensorflow(device)
     except UsageError:
         if not skip_legacy:
             raise UsageError("this needs TensorFlow: pip install 'speechblocks[tf]' (with --skip-legacy the torch "

@@ -168,7 +168,7 @@ def load_reference(path: str, hparams) -> np.ndarray:
 
 
 def synthesize_wavs(model, family: str, framework: str, encoded, embeddings, audio_hp, *, max_iters=None,
-                    seed: int = 0, griffin_lim: str = "torch", n_iter=None) -> tuple[list[Spoken], float]:
+                    seed: int = 0, griffin_lim: str = "torch", n_iter=None, device=None) -> tuple[list[Spoken], float]:
     """Speaks every sentence with the model and times it.
 
     Args:
@@ -182,6 +182,8 @@ def synthesize_wavs(model, family: str, framework: str, encoded, embeddings, aud
         seed: pre-net dropout (Tacotron-2) and Griffin-Lim phases (sentence ``i``: ``seed + i``).
         griffin_lim: where Tacotron-2's Griffin-Lim runs (``torch``, ``keras``, ``numpy``).
         n_iter: Griffin-Lim iterations (default the hparam).
+        device: where torch's Griffin-Lim runs (a ``torch.device``; default the CPU; the initial phases are drawn
+            on the CPU, so they are the same on every device). A torch model runs where its weights are.
 
     Returns:
         ``(spoken, seconds)``: per sentence its :class:`Spoken`, and the wall time of decoding plus Griffin-Lim.
@@ -199,7 +201,8 @@ def synthesize_wavs(model, family: str, framework: str, encoded, embeddings, aud
         from ..synthesis import synthesize
 
         results = synthesize(model, framework, encoded, embeddings, max_iters, seed)
-        wavs = griffin_lim_wavs([r.mel for r in results], audio_hp, griffin_lim, n_iter, seed)
+        wavs = griffin_lim_wavs([r.mel for r in results], audio_hp, griffin_lim, n_iter, seed,
+                                device=device if griffin_lim == "torch" else None)
     seconds = time.perf_counter() - start
     spoken = [Spoken(np.asarray(w, np.float32), np.asarray(r.alignment, np.float32), int(r.steps), bool(r.stopped),
                      r.cleaned) for r, w in zip(results, wavs)]
@@ -207,7 +210,7 @@ def synthesize_wavs(model, family: str, framework: str, encoded, embeddings, aud
 
 
 def resynthesize(references: list[np.ndarray], family: str, audio_hp, *, seed: int = 0, griffin_lim: str = "torch",
-                 n_iter=None) -> list[np.ndarray]:
+                 n_iter=None, device=None) -> list[np.ndarray]:
     """The ceiling: each reference's own features (the preset's original order,
     :func:`speechblocks.audio.recording_features`) back through the Griffin-Lim the model's speech goes through
     (Tacotron-2: the mel; Tacotron-1: the linear spectrogram, end point trimmed).
@@ -219,6 +222,7 @@ def resynthesize(references: list[np.ndarray], family: str, audio_hp, *, seed: i
         seed: Griffin-Lim phases (reference ``i``: ``seed + i``).
         griffin_lim: Tacotron-2's Griffin-Lim framework.
         n_iter: iterations (default the hparam).
+        device: where torch's Griffin-Lim runs (a ``torch.device``; default the CPU).
 
     Returns:
         list[np.ndarray]: float32 waveforms at the model's rate.
@@ -232,7 +236,8 @@ def resynthesize(references: list[np.ndarray], family: str, audio_hp, *, seed: i
         return [np.asarray(tacotron1_wav(recording_features(w, audio_hp)["linear"], audio_hp, n_iter=n_iter,
                                          seed=seed + i), np.float32) for i, w in enumerate(references)]
     mels = [recording_features(w, audio_hp, linear=False)["mel"] for w in references]
-    return [np.asarray(w, np.float32) for w in griffin_lim_wavs(mels, audio_hp, griffin_lim, n_iter, seed)]
+    return [np.asarray(w, np.float32) for w in griffin_lim_wavs(mels, audio_hp, griffin_lim, n_iter, seed,
+                                                                device=device if griffin_lim == "torch" else None)]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -16,6 +16,7 @@ from speechblocks.tacotron1_model import (
 )
 from speechblocks.tacotron1_schema import DECODER_CELL, attention_cell_scopes
 
+from . import _mkl_threads
 from ._functional import tf1_dropout
 from ._validation import check_float_tensor
 from .bahdanau_attention import BahdanauAttention, attend, bahdanau_scores, score_mask
@@ -276,8 +277,9 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
                  memory.new_zeros(batch, self.gru2.num_units)]
         att = self.attention
         before, after = (att.pad_before, att.pad_after) if loc is not None else (0, 0)
-        return _scripted("decode")(memory, keys, mask, limit, inputs, pre_all, prenet_w, prenet_b, keeps, rate, w,
-                                   loc, before, after, self.prenet_outside, state, self.num_mels)
+        with _mkl_threads.single_threaded_mkl():  # this thread's MKL count 1 during the loop (thread-local, restored)
+            return _scripted("decode")(memory, keys, mask, limit, inputs, pre_all, prenet_w, prenet_b, keeps, rate,
+                                       w, loc, before, after, self.prenet_outside, state, self.num_mels)
 
     def extra_repr(self) -> str:
         hp = self.hparams

@@ -12,6 +12,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from . import _mkl_threads
 from ._gru_layout import split_input_recurrent
 from ._validation import check_float_tensor
 from .tf1_exchange import TF1Variable, TF1WeightsMixin, dense_from_tf1, dense_to_tf1
@@ -153,6 +154,20 @@ def _side_by_side():
     return torch.get_num_interop_threads() > 1 and not (torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
+@torch.jit.unused
+def _eager_recurrences(xg: torch.Tensor, xc: torch.Tensor, gh: torch.Tensor, ch: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two directions' loops (arguments as :func:`_bidirectional_recurrence`), MKL single-threaded on the
+    calling thread (:mod:`torch_layers._mkl_threads`: each step's small tanh and GEMV would otherwise open an OpenMP
+    region once ``torch.set_num_threads`` was called; thread-local, restored, outputs bit-identical). Side by side
+    (:func:`_side_by_side`) the backward direction is a TorchScript fork on the inter-op pool; otherwise (one
+    inter-op thread; export / ONNX / torch.compile: no fork in their graphs) one after the other."""
+    with _mkl_threads.single_threaded_mkl():
+        if _side_by_side():
+            return _bidirectional_recurrence(xg, xc, gh, ch)
+        return _recurrence(xg[:, 0], xc[:, 0], gh[0], ch[0]), _recurrence(xg[:, 1], xc[:, 1], gh[1], ch[1])
+
+
 def bidirectional_tf1_gru(inputs: torch.Tensor, fw_cell: TF1GRUCell, bw_cell: TF1GRUCell,
                           lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``bidirectional_dynamic_rnn(fw_cell, bw_cell, inputs, sequence_length=lengths)`` from the zero state.
@@ -189,10 +204,10 @@ def _bigru(inputs: torch.Tensor, fgw: torch.Tensor, fgb: torch.Tensor, fcw: torc
     xc = proj[..., 2 * u:]
     gh = torch.stack([fgh, bgh]).transpose(1, 2)  # (2, u, 2u)
     ch = torch.stack([fch, bch]).transpose(1, 2)  # (2, u, u)
-    if torch.jit.is_scripting() or _side_by_side():
+    if torch.jit.is_scripting():
         fw, bw = _bidirectional_recurrence(xg, xc, gh, ch)  # the two directions side by side
-    else:  # one inter-op thread: nothing to run beside; export / ONNX / torch.compile: no fork in their graphs
-        fw, bw = _recurrence(xg[:, 0], xc[:, 0], gh[0], ch[0]), _recurrence(xg[:, 1], xc[:, 1], gh[1], ch[1])
+    else:
+        fw, bw = _eager_recurrences(xg, xc, gh, ch)
     fw = fw.transpose(0, 1)  # (B, T, u)
     bw = _reverse_within_lengths(bw.transpose(0, 1), lengths)
     if lengths is not None:

@@ -83,6 +83,8 @@ def test_the_stop_step_and_injected_masks(monkeypatch, counted):
         np.testing.assert_allclose(a[1], b[1], atol=2e-5)
         steps.add(a[0].shape[1])
         assert len(counted) == 1
+        if len(steps) >= 3 and min(steps) < 60:  # seeds 0-4 (stops at steps 60/60/1/1/16): the next 3 add nothing
+            break
     assert len(steps) >= 3 and min(steps) < 60, steps
     counted.clear()
     masks = {"prenet": [(np.random.default_rng(3).random((1, 60, n)) > 0.5).astype(np.float32) for n in (12, 10)]}

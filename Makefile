@@ -15,7 +15,7 @@ DOCS    := mkdocs==1.6.1 mkdocs-material==9.8.1 mkdocstrings==1.0.8 mkdocstrings
 # real pretrained GE2E weights: resemblyzer's wheel ships them (its dependencies are not needed)
 GE2E    := .venv/assets/resemblyzer/pretrained.pt
 
-.PHONY: install test parity demo train-demo bench docs lint clean
+.PHONY: install test parity demo train-demo finetune-demo bench docs lint clean
 
 install: $(STAMP)
 
@@ -49,11 +49,18 @@ demo: install
 		|| echo "note: flite unavailable (no apt-get): the demo's reference recording is a synthetic voice"
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m parity_tests.demo
 
-# a small Tacotron-2 trained from scratch on a flite corpus until it aligns (about 30 minutes on 2 cores; not in test)
+# a small Tacotron-2 trained from scratch on a flite corpus until a recogniser understands its held-out sentences
+# (speechblocks evaluate's scores after each chunk; at most 60 minutes on 2 cores; not in test)
 train-demo: install
 	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
 		|| (echo "make train-demo needs flite (apt-get install flite)"; exit 1)
 	$(PY) -m bench.train_demo
+
+# the trained demo model fine-tuned on 5 minutes of another flite voice (awb; at most 15 minutes; after train-demo)
+finetune-demo: install
+	@command -v flite >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q flite >/dev/null 2>&1) \
+		|| (echo "make finetune-demo needs flite (apt-get install flite)"; exit 1)
+	$(PY) -m bench.train_demo --finetune awb
 
 bench: install
 	$(PY) -m bench --runs 3

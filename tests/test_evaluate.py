@@ -85,6 +85,25 @@ def test_wer_of_recordings_and_of_their_resynthesis(recordings, recognizer):
     assert words(recognizer(audio.load_wav(os.path.join(DATA, "slt_train.flac"), "rayhane"), 22050)) == heard[1]
 
 
+def test_score_without_the_ceiling_is_the_model_row_alone(recordings, recognizer):
+    """``score(..., ceiling=False)`` (the train demo's per-chunk score): the model's row equal to the full score's,
+    its MCD still against the references, no resynthesis or recording rows. The "model" here speaks slt_train's
+    recording for every sentence: heard as it is, MCD 0 for its own sentence and ~8 dB for another."""
+    sentences = pipeline.read_sentences(os.path.join(DATA, "sentences.txt"))
+    refs = [recordings[s.name] for s in sentences]
+    said = recordings["slt_train"]
+    spoken = [pipeline.Spoken(said, np.eye(4, 6, dtype=np.float32), 6, True, s.text) for s in sentences]
+    kwargs = dict(references=refs, resynthesized=refs, synthesis_seconds=1.0)
+    full = pipeline.score(sentences, ("english_cleaners",), spoken, SR, recognizer, **kwargs)
+    alone = pipeline.score(sentences, ("english_cleaners",), spoken, SR, recognizer, ceiling=False, **kwargs)
+    assert set(alone["total"]) == {"model"} and set(full["total"]) == {"model", "resynthesis", "recording"}
+    assert alone["total"]["model"] == full["total"]["model"]
+    assert [r["model"] for r in alone["sentences"]] == [r["model"] for r in full["sentences"]]
+    mcd = {s.name: r["model"]["mcd"] for s, r in zip(sentences, alone["sentences"])}
+    assert mcd["slt_train"] == 0.0 and mcd["slt_car"] > 7.0, mcd
+    assert alone["sentences"][1]["model"]["wer"] == 0.0  # slt_train's own sentence, heard right
+
+
 def test_mcd_zero_for_itself_small_for_a_stretched_copy_large_for_another_sentence(recordings):
     import librosa
 

@@ -253,7 +253,7 @@ def _mean(values) -> float | None:
 def score(sentences: list[Sentence], cleaners, spoken: list[Spoken], sample_rate: int, recognizer, *,
           references: list[np.ndarray] | None = None, resynthesized: list[np.ndarray] | None = None,
           embed=None, speaker_embedding: np.ndarray | None = None, synthesis_seconds: float | None = None,
-          progress=None) -> dict:
+          progress=None, ceiling: bool = True) -> dict:
     """Hears and measures every waveform: the report :func:`format_report` and :func:`report_json` present.
 
     Args:
@@ -269,12 +269,15 @@ def score(sentences: list[Sentence], cleaners, spoken: list[Spoken], sample_rate
         speaker_embedding: the target voice (``--speaker-wav``); None: each sentence's reference.
         synthesis_seconds: wall time of the model's decoding and Griffin-Lim (the real-time factor).
         progress: optional ``progress(line)``.
+        ceiling: with ``references``, also score them and their resynthesis (the ``resynthesis`` and ``recording``
+            rows); False: the model's row alone, its MCD and similarity still measured against the references (a
+            training loop scoring each checkpoint against a ceiling it measured once).
 
     Returns:
         dict: ``{"sentences": [...], "total": {...}}`` (see :func:`report_json` for the fields).
     """
     systems = {"model": [s.wav for s in spoken]}
-    if references is not None:
+    if references is not None and ceiling:
         systems["resynthesis"] = resynthesized
         systems["recording"] = references
     targets = None

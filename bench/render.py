@@ -27,16 +27,19 @@ README_START, README_END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->
 TOPIC_ORDER = ["Tacotron-2 synthesis and training", "Batched synthesis", "Tacotron-1", "Recurrent blocks",
                "PyTorch speech modules", "Audio", "Migration", "Training loop", "Export and deployment",
                "Precision (bf16)", "Other"]
-#: the README's four headline rows: (what, [row ids, joined by " / "])
+#: the README's headline rows: (what, [row ids, joined by " / "])
 HEADLINES = [
     ("Tacotron-2 synthesis (B=1, 200 steps) vs the TF1 graph's time: Keras / torch",
      ["tacotron2/synthesis keras", "tacotron2/synthesis torch"]),
     ("Tacotron-2 training step vs TF1: Keras / torch", ["tacotron2/training keras", "tacotron2/training torch"]),
     ("16 sentences, `synthesize_batch`, throughput vs the TF1 graph at B=16: Keras / torch",
      ["batch_synthesis/b16 vs tf1 keras", "batch_synthesis/b16 vs tf1 torch"]),
+    ("Tacotron-1 (keithito) synthesis (B=1, 200 steps) vs the TF1 graph's time: Keras / torch",
+     ["tacotron1/synthesis keras", "tacotron1/synthesis torch"]),
     ("Griffin-Lim (torch, default threads) vs the original numpy/librosa loop",
      ["griffin_lim/torch default threads"]),
 ]
+_COUNT = {4: "Four", 5: "Five", 6: "Six"}
 REQUIRED = ("id", "bench", "row", "topic", "what", "unit", "runs", "median", "range", "target", "verdict", "machine",
             "date")
 
@@ -253,7 +256,7 @@ def render_readme_rows(data: dict) -> str:
         table.append(f"| {what} | {' / '.join(figure(r, ascii_only=True) for r in rows)} | {' / '.join(machines)} | "
                      f"{' / '.join(dates)} |")
     runs = f"of {counts.pop()} runs" if len(counts) == 1 and None not in counts else "of the runs"
-    lines.append(f"Four headline rows of `bench/results.json` (`make bench`; ratios against the baseline measured in "
+    lines.append(f"{_COUNT.get(len(HEADLINES), len(HEADLINES))} headline rows of `bench/results.json` (`make bench`; ratios against the baseline measured in "
                  f"the same run,\nmedian (range) {runs} each started on a quiet machine; every row with its runs: "
                  f"`docs/benchmarks.md`" + (";\n*transcribed*: copied from the hand-written page, not yet "
                                               "re-measured by `make bench`" if any(transcribed(by_id[i]) for _, ids

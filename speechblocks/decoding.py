@@ -1,6 +1,6 @@
 """What a decoding plan is, in both frameworks (numpy-free, framework-free).
 
-Each framework decides in **one** function which loop runs a Tacotron-2 decoder call (``tf_layers``:
+Each framework decides in **one** function which loop runs a Tacotron-2 or Tacotron-1 decoder call (``tf_layers``:
 ``tf_layers.decoding_plan.plan_decoding``, ``torch_layers``: ``torch_layers.decoding_plan.plan_decoding``) and returns
 a :class:`DecodingPlan`: the loop, why that loop, and the options the loop honours (``progress``, ``stop_each``),
 passed explicitly from the call to the loop instead of through hidden state. ``str(plan)`` is one line a person
@@ -20,6 +20,8 @@ __all__ = ["DecodingPlan", "LOOPS"]
 LOOPS = {
     "native-step": "the native C decoder step at batch 1 (speechblocks/native/decoder_step.c)",
     "native-batch": "the native C decoder step for a batch (speechblocks/native/decoder_batch.c)",
+    "native-tacotron1": "the native C Tacotron-1 decoder loop, every step in one call "
+                        "(speechblocks/native/tacotron1_step.c)",
     "graph": "the framework's own free-running loop (TensorFlow: a tf.while_loop; torch: the TorchScript loop)",
     "python": "the framework's loop run step by step from Python (torch: progress reports, training, autograd)",
     "teacher-forced": "the teacher-forced loop over the target frames (training, GTA)",

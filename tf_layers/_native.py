@@ -11,6 +11,10 @@ order (the batch-1 step the small dense kernels transposed per call, ``_loop_arr
 dropout draws the numbers the graph loop draws: ``tf.random.stateless_uniform`` of shape ``(entries running, size)``
 with the seed of step ``t``, layer ``i`` ``seed + [0, t * layers + 1 + i]`` (one ``seed_generator`` draw per call),
 made in chunks of steps.
+
+:func:`tacotron1_free_running` runs an eager ``Tacotron1Decoder`` call's whole free-running loop in one C call
+(``tacotron1_step.c``, :class:`speechblocks.native.Tacotron1Loop`) when its plan names ``native-tacotron1``: the Keras
+kernels read in their ``(in, out)`` layout, mimic2's location convolution and layer folded into one kernel per call.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from speechblocks.decoding import DecodingPlan
 
 from .decoding_plan import plan_decoding
 
-__all__ = ["free_running", "CHUNK"]
+__all__ = ["free_running", "tacotron1_free_running", "CHUNK"]
 
 CHUNK = 32  # pre-net dropout draws made per graph call
 
@@ -152,3 +156,48 @@ def free_running(decoder, memory, memory_lengths, max_iters: int, prenet_masks, 
     draws = None if seed is None else _Draws(seed, sizes)
     frames, stop, alignments, _ = loop.run(max_iters, draws, keep, stop_each, progress)
     return tf.constant(frames), tf.constant(stop), tf.constant(np.ascontiguousarray(alignments.transpose(0, 2, 1)))
+
+
+def tacotron1_free_running(decoder, memory, keys, memory_lengths, max_iters: int) -> tuple:
+    """An eager ``Tacotron1Decoder`` inference call's free-running loop in the native loop, once
+    :func:`tf_layers.decoding_plan.plan_decoding` named it (``native-tacotron1``).
+
+    Args:
+        decoder: the decoder (``tf_layers.Tacotron1Decoder``, float32).
+        memory: ``(batch, T_in, memory_size)`` float32; keys: ``(batch, T_in, attention_depth)`` its keys
+            (:meth:`Tacotron1Decoder.process_memory`).
+        memory_lengths: ``(batch,)`` int or None (read with ``mask_memory`` only).
+        max_iters: the step cap.
+
+    Returns:
+        ``(frames (batch, steps, num_mels * r), alignments (batch, T_in, steps))``, as the decoder's loop.
+
+    One thread: TensorFlow's own pool threads keep their CPUs busy a while after each op, and a second thread here
+    made the loop slower, not faster (2-CPU probe, keithito's sizes: 33 ms against 27 ms for 200 steps; torch's
+    loop, whose pool sleeps, gains from a second: 13 ms against 20 ms).
+    """
+    att = decoder.attention
+    location, pad_before = None, 0
+    if hasattr(att, "location_conv_kernel"):  # mimic2: conv1d(previous alignments) @ location_layer, one kernel
+        conv = np.asarray(att.location_conv_kernel, np.float32)[:, 0, :]
+        location = _array(conv @ np.asarray(att.location_kernel, np.float32))
+        pad_before = (int(att.kernel_size) - 1) // 2
+    score_bias = None
+    if decoder.mask_memory and memory_lengths is not None:
+        inside = tf.sequence_mask(memory_lengths, tf.shape(memory)[1]).numpy()
+        score_bias = np.where(inside, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
+    grus = (decoder.attention_gru, *decoder.decoder_grus)
+    layers = decoder.prenet.dense_layers
+    loop = native.Tacotron1Loop(
+        native.library(), prenet_weights=[_array(d.kernel) for d in layers],
+        prenet_biases=[_array(d.bias) for d in layers],
+        gru_weights=[[_array(x) for x in (g.gates_kernel, g.gates_bias, g.candidate_kernel, g.candidate_bias)]
+                     for g in grus],
+        query_weight=_array(att.query_kernel), v_a=_array(att.v), location_weight=location, pad_before=pad_before,
+        keys=_array(keys), values=_array(memory), score_bias=score_bias,
+        cell0_weight=_array(decoder.cell0_projection.kernel), cell0_bias=_array(decoder.cell0_projection.bias),
+        projection_weight=_array(decoder.output_projection.kernel),
+        projection_bias=_array(decoder.output_projection.bias), num_mels=decoder.hparams.num_mels,
+        prenet_outside=not decoder.prenet_inside, cols=True, threads=1)
+    frames, alignments = loop.run(max_iters)
+    return tf.constant(frames), tf.constant(alignments)

@@ -23,6 +23,13 @@ eager float32 CPU inference, batch 1                          native-step
 eager float32 CPU inference, batch 2 .. ``MAX_BATCH``         native-batch
 ============================================================  ================  ====================================
 
+A ``Tacotron1Decoder`` (keithito/tacotron, mimic2; :func:`tacotron1_plan`) plans the same way among
+``teacher-forced``, ``graph`` (inside a trace), ``python`` (the decoder's ``tf.while_loop`` called eagerly runs op by
+op: training, or a call the native loop refuses) and ``native-tacotron1`` (its whole free-running loop in one C call:
+eager float32 CPU inference, batch 1 to ``speechblocks.native.tacotron1_loop.MAX_BATCH``, no injected pre-net masks,
+the library built); ``Tacotron1.synthesize`` and the model's eager inference call run the decoder eagerly between the
+cached encoder and post-net graphs when the plan names the native loop.
+
 :class:`ProgressRelay` hands a traced loop's per-step report (a ``tf.numpy_function``, bound at trace time) to the
 callback of the call that runs the traced function.
 """
@@ -36,7 +43,7 @@ import tensorflow as tf
 from speechblocks import native
 from speechblocks.decoding import DecodingPlan
 
-__all__ = ["plan_decoding", "native_off_reason", "ProgressRelay"]
+__all__ = ["plan_decoding", "tacotron1_plan", "native_off_reason", "ProgressRelay"]
 
 
 def native_off_reason() -> Optional[str]:
@@ -89,7 +96,8 @@ def _graph_reason(decoder, memory, noise_masks, max_iters) -> Optional[str]:
 
 def plan_decoding(decoder, memory, *, mel_targets=None, training=False, noise_masks=None, max_iters=None,
                   progress=None, stop_each: bool = False, tracing: Optional[bool] = None) -> DecodingPlan:
-    """The loop that runs ``decoder`` (a built ``Tacotron2Decoder``) on ``memory``, and why (see the module's table).
+    """The loop that runs ``decoder`` (a built ``Tacotron2Decoder``, or a ``Tacotron1Decoder``:
+    :func:`tacotron1_plan`) on ``memory``, and why (see the module's table).
 
     Args:
         decoder: the decoder.
@@ -105,6 +113,12 @@ def plan_decoding(decoder, memory, *, mel_targets=None, training=False, noise_ma
     Returns:
         :class:`speechblocks.decoding.DecodingPlan` (``str(plan)`` prints the loop and the reason).
     """
+    if getattr(decoder, "decoder_family", None) == "tacotron1":  # a Tacotron1Decoder (which imports this module)
+        if progress is not None:
+            raise ValueError("plan_decoding: argument `progress` must be None for a Tacotron1Decoder (its loops "
+                             "report no progress).")
+        return tacotron1_plan(decoder, memory, mel_targets=mel_targets, training=training, noise_masks=noise_masks,
+                              tracing=tracing)
     if progress is not None and not callable(progress):
         raise ValueError(f"plan_decoding: argument `progress` must be callable or None; got {progress!r}.")
     options = dict(progress=progress, stop_each=bool(stop_each))
@@ -119,6 +133,52 @@ def plan_decoding(decoder, memory, *, mel_targets=None, training=False, noise_ma
     if reason is not None:
         return DecodingPlan("graph", reason, **options)
     return DecodingPlan("native-step" if memory.shape[0] == 1 else "native-batch", **options)
+
+
+def tacotron1_plan(decoder, memory, *, mel_targets=None, training=False, noise_masks=None,
+                   tracing: Optional[bool] = None) -> DecodingPlan:
+    """The loop that runs a ``Tacotron1Decoder`` call on ``memory`` ``(batch, T_in, memory_size)``, and why.
+
+    Args:
+        decoder: the decoder.
+        memory: the call's memory (its static batch, time, dtype and device are read).
+        mel_targets: the call's targets or None (free running).
+        training: the call's ``training``.
+        noise_masks: ``{"decoder_prenet": the call's prenet_masks}`` or None.
+        tracing: whether the call runs inside a ``tf.function`` trace; default ``not tf.executing_eagerly()``.
+
+    Returns:
+        :class:`speechblocks.decoding.DecodingPlan`: ``teacher-forced``, ``graph`` (traced), ``python`` (eager: the
+        ``tf.while_loop`` op by op) or ``native-tacotron1``.
+    """
+    if mel_targets is not None:
+        return DecodingPlan("teacher-forced")
+    tracing = (not tf.executing_eagerly()) if tracing is None else bool(tracing)
+    if tracing:
+        return DecodingPlan("graph", "inside a tf.function trace")
+    if training:
+        return DecodingPlan("python", "training (the pre-net's dropout is on; the native loop is inference only)")
+    limit = native.tacotron1_loop.MAX_BATCH
+    batch, time = memory.shape[0], memory.shape[1]
+    reason = None
+    if (noise_masks or {}).get("decoder_prenet") is not None:
+        reason = "injected pre-net masks"
+    elif decoder.compute_dtype != "float32":
+        reason = f"{decoder.compute_dtype} compute dtype"
+    elif tf.as_dtype(memory.dtype) != tf.float32:
+        reason = f"{tf.as_dtype(memory.dtype).name} memory"
+    elif "CPU" not in (getattr(memory, "device", "") or "CPU"):
+        reason = f"memory on {memory.device}"
+    elif batch is None or time is None or not 1 <= batch <= limit or time < 1:
+        reason = f"memory of shape {tuple(memory.shape)} (the native loop runs batches of 1 to {limit})"
+    elif (len(decoder.prenet.layers_sizes) > native.MAX_LAYERS
+          or decoder.attention.units > native.MAX_ATTENTION_UNITS):
+        reason = (f"sizes past the native loop's limits (MAX_LAYERS={native.MAX_LAYERS}, "
+                  f"MAX_ATTENTION_UNITS={native.MAX_ATTENTION_UNITS})")
+    else:
+        off = native_off_reason()
+        reason = None if off is None else f"the native library is off: {off}"
+    return DecodingPlan("python", reason) if reason else DecodingPlan("native-tacotron1")
 
 
 class ProgressRelay:

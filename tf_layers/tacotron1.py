@@ -19,6 +19,7 @@ from speechblocks.tacotron1_schema import canonical_names
 
 from ._validation import check_float_tensor, check_lengths
 from .cbhg import CBHG
+from .decoding_plan import native_off_reason, plan_decoding
 from .prenet import Prenet
 from .tacotron1_decoder import Tacotron1Decoder
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
@@ -183,11 +184,36 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         inputs, input_lengths, mel_targets = self._check_inputs(inputs, input_lengths, mel_targets)
         noise = self._check_noise(noise_masks, inputs, mel_targets, max_iters)
         training = bool(training)
-        if tf.executing_eagerly() and not training:  # what synthesize runs: one cached graph, not op by op
+        if tf.executing_eagerly() and not training:  # what synthesize runs: cached graphs, not op by op
             if input_lengths is None:
                 input_lengths = tf.fill(tf.shape(inputs)[:1], tf.shape(inputs)[1])
-            return self._inference_fn(max_iters)(inputs, input_lengths, mel_targets, noise)
+            return self._infer(inputs, input_lengths, mel_targets, max_iters, noise)
         return self._forward(inputs, input_lengths, mel_targets, max_iters, training, noise)
+
+    def _infer(self, inputs, input_lengths, mel_targets, max_iters, noise: dict) -> dict:
+        """An eager inference call. Free running with the native library available and no injected masks:
+        the encoder and the post CBHG in cached ``tf.function`` s and the decoder between them in the loop its plan
+        names (:func:`tf_layers.decoding_plan.plan_decoding`: the native loop in float32 on the CPU, else its graph
+        loop in a cached ``tf.function``); otherwise the whole call in one cached ``tf.function``."""
+        if mel_targets is not None or noise or native_off_reason() is not None:
+            return self._inference_fn(max_iters)(inputs, input_lengths, mel_targets, noise)
+        fns = self.__dict__.setdefault("_split_fns", {})
+        if "encode" not in fns:  # unknown batch and time: a static time makes the post CBHG's graph ~2x slower
+            hp, dt = self.hparams, self.compute_dtype
+            ids, lens = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)
+            fns["encode"] = tf.function(lambda i, n: self.encode(i, n, False), input_signature=[ids, lens])
+            fns["post"] = tf.function(lambda f: self._postprocess(f), input_signature=[
+                tf.TensorSpec([None, None, hp.num_mels * hp.outputs_per_step], dt)])
+        memory = fns["encode"](inputs, input_lengths)
+        if plan_decoding(self.decoder, memory, tracing=False).native:
+            frames, alignments = self.decoder(memory, input_lengths, max_iters=max_iters)
+        else:
+            if ("decode", max_iters) not in fns:
+                fns["decode", max_iters] = tf.function(
+                    lambda m, n: self.decoder(m, n, max_iters=max_iters, training=False), input_signature=[
+                        tf.TensorSpec([None, None, memory.shape[-1]], memory.dtype), tf.TensorSpec([None], tf.int32)])
+            frames, alignments = fns["decode", max_iters](memory, input_lengths)
+        return dict(fns["post"](frames), alignments=alignments)
 
     def _inference_fn(self, max_iters):
         """The cached ``tf.function`` of an inference call with this ``max_iters`` (unknown batch and time)."""
@@ -202,9 +228,13 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         memory = self.encode(inputs, input_lengths, training, noise.get("encoder_prenet"))
         frames, alignments = self.decoder(memory, input_lengths, mel_targets=mel_targets, max_iters=max_iters,
                                           training=training, prenet_masks=noise.get("decoder_prenet"))
+        return dict(self._postprocess(frames, training), alignments=alignments)
+
+    def _postprocess(self, frames, training=False) -> dict:
+        """The decoder's frames ``(batch, steps, num_mels * r)`` -> ``mel_outputs`` and ``linear_outputs``."""
         mel_outputs = tf.reshape(frames, tf.stack([tf.shape(frames)[0], -1, self.hparams.num_mels]))
         linear_outputs = self.linear_projection(self.post_cbhg(mel_outputs, None, training=training))
-        return dict(mel_outputs=mel_outputs, linear_outputs=linear_outputs, alignments=alignments)
+        return dict(mel_outputs=mel_outputs, linear_outputs=linear_outputs)
 
     def encode(self, inputs, input_lengths=None, training=False, prenet_masks=None):
         """The encoder outputs (the attention memory) ``(batch, T_in, memory_size)``.
@@ -218,8 +248,10 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         return self.encoder_cbhg(x, input_lengths, training=training)
 
     def synthesize(self, inputs, input_lengths=None, max_iters=None) -> dict:
-        """Free-running inference (no dropout, moving statistics) through one cached ``tf.function`` per
-        ``max_iters`` (unknown batch and time).
+        """Free-running inference (no dropout, moving statistics): the encoder and the post CBHG in cached
+        ``tf.function`` s and the decoder's native loop between them in float32 on the CPU (its plan:
+        :func:`tf_layers.decoding_plan.plan_decoding`; the same numbers to float32 rounding), else one cached
+        ``tf.function`` per ``max_iters`` (unknown batch and time).
 
         Args:
             inputs: int ``(batch, T_in)`` symbol ids; input_lengths: int ``(batch,)`` or None (full length).
@@ -231,7 +263,7 @@ class Tacotron1(TF1WeightsMixin, keras.Model):
         inputs, input_lengths, _ = self._check_inputs(inputs, input_lengths, None)
         if input_lengths is None:
             input_lengths = tf.fill(tf.shape(inputs)[:1], tf.shape(inputs)[1])
-        out = self._inference_fn(max_iters)(tf.cast(inputs, tf.int32), tf.cast(input_lengths, tf.int32), None, {})
+        out = self._infer(tf.cast(inputs, tf.int32), tf.cast(input_lengths, tf.int32), None, max_iters, {})
         return {k: v.numpy() for k, v in out.items()}
 
     # -- loss and gradients -------------------------------------------------------------------

@@ -7,8 +7,10 @@ import tensorflow as tf
 from speechblocks.tacotron1_model import PRENET_DROP_RATE, resolve_tacotron1_model, step_limit, teacher_forced_steps
 from speechblocks.tacotron1_schema import DECODER_CELL, attention_cell_scopes
 
+from . import _native
 from ._validation import check_float_tensor
 from .bahdanau_attention import BahdanauAttention
+from .decoding_plan import plan_decoding
 from .mimic2_location_attention import Mimic2LocationAttention
 from .prenet import Prenet
 from .tf1_exchange import TF1Variable, TF1WeightsMixin
@@ -44,7 +46,10 @@ class Tacotron1Decoder(TF1WeightsMixin, keras.layers.Layer):
     Teacher forcing reads target frame ``t * r - 1`` at step ``t >= 1`` for ``min(T_out // r, max_iters)``
     steps. Free running feeds the step's last frame back; a row is finished once all its ``num_mels * r`` outputs
     are exactly 0.0, and the loop ends when every row is finished or after ``max_iters`` steps (finished rows
-    keep being computed, as TF's ``dynamic_decode(impute_finished=False)``).
+    keep being computed, as TF's ``dynamic_decode(impute_finished=False)``). An eager free-running inference call in
+    float32 on the CPU (no injected pre-net masks) runs the whole loop in one native C call
+    (``speechblocks/native/tacotron1_step.c``, the same numbers to float32 rounding); which loop a call runs, and
+    why, is :func:`tf_layers.decoding_plan.plan_decoding`'s (``SPEECHBLOCKS_NATIVE=0`` turns the native loop off).
 
     Args:
         hparams: anything :func:`speechblocks.resolve_tacotron1_hparams` takes, or a ``Tacotron1HParams``.
@@ -77,6 +82,8 @@ class Tacotron1Decoder(TF1WeightsMixin, keras.layers.Layer):
     """
 
     default_tf1_scope = "model/inference"
+    #: what :func:`tf_layers.decoding_plan.plan_decoding` plans this decoder as
+    decoder_family = "tacotron1"
 
     def __init__(self, hparams="keithito", layout: str | None = None, *, mask_memory: bool = False,
                  tf1_scope: str | None = None, seed: int | None = None, **kwargs):
@@ -180,8 +187,13 @@ class Tacotron1Decoder(TF1WeightsMixin, keras.layers.Layer):
         check_float_tensor(memory, "memory", "Tacotron1Decoder", rank=3, last_dim=hp.memory_size,
                            shape_doc=f"(batch, T_in, {hp.memory_size})")
         limit = step_limit(max_iters, hp)
+        if tf.executing_eagerly():
+            memory = tf.convert_to_tensor(memory)
         keys = self.process_memory(memory)
         if mel_targets is None:
+            plan = plan_decoding(self, memory, training=bool(training), noise_masks={"decoder_prenet": prenet_masks})
+            if plan.native:
+                return _native.tacotron1_free_running(self, memory, keys, memory_lengths, limit)
             return self._loop(memory, keys, memory_lengths, None, limit, training, prenet_masks)
         check_float_tensor(mel_targets, "mel_targets", "Tacotron1Decoder", rank=3, last_dim=hp.num_mels,
                            shape_doc=f"(batch, T_out, {hp.num_mels})")

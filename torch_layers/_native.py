@@ -5,6 +5,9 @@
   batch-1 C step reads the decoder's tensors in place (torch's ``(out, in)`` layouts, the forms
   :meth:`~torch_layers.tacotron2_decoder.Tacotron2Decoder.step_weights` gives), the batched one packs them once per
   call into its column panels.
+- The Tacotron-1 decoder's free-running inference: :func:`tacotron1_decode` runs
+  :meth:`Tacotron1Decoder._loop <torch_layers.tacotron1_decoder.Tacotron1Decoder>`'s whole loop in one C call
+  (``tacotron1_step.c``, the module's ``(out, in)`` weights read in place) when the plan names it.
 - The encoder LSTM at inference: :meth:`EncoderRNN._native_inference <torch_layers.encoder_rnn.EncoderRNN>` runs
   its recurrence through :func:`encoder_scan` instead of the TorchScript loop when :func:`encoder_scan_applies`.
 """
@@ -20,8 +23,9 @@ from torch import Tensor
 from speechblocks import native
 from speechblocks.native import MAX_ATTENTION_UNITS, MAX_LAYERS, PHASES, enabled, library, phase_profile
 
-__all__ = ["NativeDecoderLoop", "NativeBatchLoop", "encoder_scan", "encoder_scan_applies", "recording_a_graph",
-           "shapes_fit", "enabled", "library", "unavailable_reason", "native_threads", "phase_profile", "PHASES"]
+__all__ = ["NativeDecoderLoop", "NativeBatchLoop", "tacotron1_decode", "encoder_scan", "encoder_scan_applies",
+           "recording_a_graph", "shapes_fit", "enabled", "library", "unavailable_reason", "native_threads",
+           "phase_profile", "PHASES"]
 
 
 def shapes_fit(w, cfg, memory, num_mels: int) -> bool:
@@ -171,6 +175,44 @@ class NativeBatchLoop:
         frames, stop, alignments, finished = self.loop.run(n_steps, draws, keep, stop_each, progress)
         return (torch.from_numpy(frames), torch.from_numpy(stop),
                 torch.from_numpy(np.ascontiguousarray(alignments.transpose(0, 2, 1))), finished)
+
+
+def tacotron1_decode(decoder, memory: Tensor, keys: Tensor, mask: Optional[Tensor], max_iters: int
+                     ) -> tuple[Tensor, Tensor]:
+    """A :class:`~torch_layers.Tacotron1Decoder`'s free-running inference in the native loop
+    (:class:`speechblocks.native.Tacotron1Loop`), once :func:`torch_layers.decoding_plan.plan_decoding` named it.
+
+    Args:
+        decoder: the decoder (float32 on the CPU); its ``nn.Linear`` weights are read in place, the location kernel
+            folded once here (mimic2: :meth:`~torch_layers.Mimic2LocationAttention.fused_location_kernel`).
+        memory: ``(batch, T_in, memory_size)`` float32; keys: ``(batch, T_in, attention_depth)`` its keys.
+        mask: ``(batch, T_in)`` bool score mask (``mask_memory`` with lengths) or ``None``.
+        max_iters: the step cap.
+
+    Returns:
+        ``(frames (batch, steps, num_mels * r), alignments (batch, T_in, steps))``, as the TorchScript loop.
+    """
+    att = decoder.attention
+    location, pad_before = None, 0
+    if hasattr(att, "fused_location_kernel"):
+        location, pad_before = _array(att.fused_location_kernel()[:, 0, :].t()), att.pad_before
+    score_bias = None
+    if mask is not None:
+        score_bias = _array(torch.zeros(mask.shape).masked_fill_(~mask.cpu(), float("-inf")))
+    grus = (decoder.attention_gru, decoder.gru1, decoder.gru2)
+    loop = native.Tacotron1Loop(
+        library(), prenet_weights=[_array(x.weight) for x in decoder.prenet.layers],
+        prenet_biases=[_array(x.bias) for x in decoder.prenet.layers],
+        gru_weights=[[_array(x) for x in (g.gates.weight, g.gates.bias, g.candidate.weight, g.candidate.bias)]
+                     for g in grus],
+        query_weight=_array(att.query_layer.weight), v_a=_array(att.attention_v), location_weight=location,
+        pad_before=pad_before, keys=_array(keys), values=_array(memory), score_bias=score_bias,
+        cell0_weight=_array(decoder.cell0_projection.weight), cell0_bias=_array(decoder.cell0_projection.bias),
+        projection_weight=_array(decoder.output_projection.weight),
+        projection_bias=_array(decoder.output_projection.bias), num_mels=decoder.num_mels,
+        prenet_outside=decoder.prenet_outside, cols=False, threads=native_threads())
+    frames, alignments = loop.run(max_iters)
+    return torch.from_numpy(frames), torch.from_numpy(alignments)
 
 
 def unavailable_reason() -> str:

@@ -12,6 +12,13 @@ The loops (:data:`speechblocks.decoding.LOOPS`), fastest first where several cou
 ``teacher-forced`` ``mel_targets`` given: the TorchScript loop over the target frames (GTA; training unpacked)
 =================  ==========================================================================================
 
+A :class:`~torch_layers.Tacotron1Decoder` (keithito/tacotron, mimic2) plans among three: ``native-tacotron1`` (its
+whole free-running loop in one C call, :func:`~torch_layers._native.tacotron1_decode`), ``graph`` (its TorchScript
+loop, :func:`~torch_layers.tacotron1_decoder.decode`) and ``teacher-forced``; the native loop runs free-running
+``eval()`` calls of float32 CPU memory, batch at most :data:`speechblocks.native.tacotron1_loop.MAX_BATCH`, without
+injected pre-net masks, autocast or a gradient recorded, no graph being recorded, the library built and
+``SPEECHBLOCKS_NATIVE`` not ``0`` (:func:`tacotron1_refusal`).
+
 A native step runs a free-running call when: no zoneout masks are injected (pre-net masks are), the memory is
 float32 on the CPU, the pre-net is ReLU, ``SPEECHBLOCKS_NATIVE`` is not ``0``, no graph is being recorded
 (``torch.jit.trace``, ``torch.compile``: a C call would enter it as a constant), no gradient is recorded, the weights
@@ -28,6 +35,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from speechblocks import native
 from speechblocks.decoding import DecodingPlan
 from speechblocks.synthesis_batch import check_progress
 
@@ -35,22 +43,25 @@ from . import _native
 from ._decoder_containers import AttentionMemory
 from ._packed_linear import can_pack
 
-__all__ = ["plan_decoding", "DecodingPlan"]
+__all__ = ["plan_decoding", "DecodingPlan", "tacotron1_refusal"]
 
 
 def plan_decoding(decoder, memory: Union[Tensor, AttentionMemory], *, mel_targets: Optional[Tensor] = None,
                   training: Optional[bool] = None, noise_masks: Optional[dict] = None,
                   progress: Optional[Callable[[int, float], object]] = None, stop_each: bool = False) -> DecodingPlan:
-    """The loop an eager call of ``decoder`` (a :class:`~torch_layers.Tacotron2Decoder`) runs, and why.
+    """The loop an eager call of ``decoder`` (a :class:`~torch_layers.Tacotron2Decoder` or a
+    :class:`~torch_layers.Tacotron1Decoder`) runs, and why.
 
     Args:
         decoder: the decoder.
         memory: the call's :class:`~torch_layers.tacotron2_decoder.AttentionMemory` (what the loop reads), or the
-            ``(batch, T_in, memory_size)`` memory (its attention memory is then computed here).
+            ``(batch, T_in, memory_size)`` memory (its attention memory is then computed here); a Tacotron-1
+            decoder's: the memory.
         mel_targets: the teacher-forcing targets, or ``None`` (free running).
         training: the decoder's mode (default ``decoder.training``); free running is ``eval()`` only.
         noise_masks: the call's injected keep-masks (nested or flat); only whether ``"decoder_LSTM"`` is given
-            matters (the native steps take injected pre-net masks, not zoneout masks).
+            matters (the native steps take injected pre-net masks, not zoneout masks); a Tacotron-1 decoder's:
+            whether a ``"decoder_prenet"`` mask is given (its native loop takes none).
         progress: ``progress(step, largest stop probability)`` after every free-running step, or ``None``.
         stop_each: free running: each batch entry leaves at its own stop (``synthesize_batch``).
 
@@ -58,8 +69,19 @@ def plan_decoding(decoder, memory: Union[Tensor, AttentionMemory], *, mel_target
         :class:`speechblocks.decoding.DecodingPlan`; ``str(plan)`` says the loop and why a faster one was not taken.
 
     Raises:
-        ValueError: ``progress`` not callable, or given with ``mel_targets``; free running in training.
+        ValueError: ``progress`` not callable, or given with ``mel_targets`` or for a Tacotron-1 decoder; free
+            running a Tacotron-2 decoder in training.
     """
+    if getattr(decoder, "decoder_family", None) == "tacotron1":  # a Tacotron1Decoder (which imports this module)
+        if progress is not None:
+            raise ValueError("plan_decoding: argument `progress` must be None for a Tacotron1Decoder (its loops "
+                             "report no progress).")
+        if mel_targets is not None:
+            return DecodingPlan("teacher-forced")
+        if decoder.training if training is None else training:
+            return DecodingPlan("graph", "training (the pre-net's dropout is on; the native loop is inference only)")
+        refusal = tacotron1_refusal(decoder, memory, noise_masks)
+        return DecodingPlan("graph", refusal) if refusal else DecodingPlan("native-tacotron1")
     if progress is not None:
         check_progress(progress, mel_targets)
     if training is None:
@@ -112,6 +134,38 @@ def native_refusal(decoder, memory: AttentionMemory, noise_masks: Optional[dict]
         return "the decoder's weights are not float32 on the CPU"
     if not _native.shapes_fit(w, cfg, memory, decoder.num_mels):
         return "shapes the native steps do not hold"
+    if _native.library() is None:
+        return "the native library is off: " + _native.unavailable_reason()
+    return ""
+
+
+def tacotron1_refusal(decoder, memory: Tensor, noise_masks: Optional[dict] = None) -> str:
+    """Why the native loop does not run a free-running ``eval()`` call of a :class:`~torch_layers.Tacotron1Decoder`
+    on ``memory`` ``(batch, T_in, memory_size)`` ("" when it does)."""
+    given = None if noise_masks is None else noise_masks.get("decoder_prenet")
+    if given is not None and any(m is not None for m in given):
+        return "injected pre-net masks (the native loop runs inference without dropout)"
+    if memory.dtype != torch.float32:
+        return f"{str(memory.dtype).replace('torch.', '')} memory (the native loop computes in float32)"
+    if memory.device.type != "cpu":
+        return f"a {memory.device.type.upper()} tensor (the native loop runs on the CPU)"
+    limit = native.tacotron1_loop.MAX_BATCH
+    if not 1 <= memory.shape[0] <= limit:
+        return f"batch {memory.shape[0]} (the native loop runs batches of 1 to {limit})"
+    if not _native.enabled():
+        return "the native library is off: SPEECHBLOCKS_NATIVE=0"
+    if _native.recording_a_graph():
+        return "torch.jit.trace or torch.compile is recording"
+    if torch.is_autocast_enabled("cpu"):
+        return "CPU autocast is on (the native loop computes in float32)"
+    params = list(decoder.parameters())
+    if torch.is_grad_enabled() and (memory.requires_grad or any(p.requires_grad for p in params)):
+        return "gradients are recorded"
+    if not all(p.dtype == torch.float32 and p.device.type == "cpu" for p in params):
+        return "the decoder's weights are not float32 on the CPU"
+    if len(decoder.prenet.layers) > native.MAX_LAYERS or decoder.attention.units > native.MAX_ATTENTION_UNITS:
+        return (f"sizes past the native loop's limits (MAX_LAYERS={native.MAX_LAYERS}, "
+                f"MAX_ATTENTION_UNITS={native.MAX_ATTENTION_UNITS})")
     if _native.library() is None:
         return "the native library is off: " + _native.unavailable_reason()
     return ""

@@ -16,10 +16,11 @@ from speechblocks.tacotron1_model import (
 )
 from speechblocks.tacotron1_schema import DECODER_CELL, attention_cell_scopes
 
-from . import _mkl_threads
+from . import _mkl_threads, _native
 from ._functional import tf1_dropout
 from ._validation import check_float_tensor
 from .bahdanau_attention import BahdanauAttention, attend, bahdanau_scores, score_mask
+from .decoding_plan import plan_decoding
 from .location_sensitive_attention import check_memory_lengths
 from .mimic2_location_attention import Mimic2LocationAttention, location_term
 from .prenet import Prenet
@@ -132,6 +133,10 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
     (``memory @ memory_layer``), the location kernel and the teacher-forced 20180906 pre-net are computed once per
     call; the loop (:func:`decode`, TorchScript, compiled once a process on first use; autograd runs through it)
     runs no input checks, its GRU steps :func:`~torch_layers.tf1_gru_cell.gru_step` (:class:`TF1GRUCell`'s own step).
+    Free-running inference in float32 on the CPU (``eval()``, no gradient recorded, no injected pre-net masks) runs
+    the whole loop in one native C call instead (``speechblocks/native/tacotron1_step.c``, the same numbers to float32
+    rounding; :func:`torch_layers.decoding_plan.plan_decoding` says which loop a call runs and why,
+    ``SPEECHBLOCKS_NATIVE=0`` turns it off).
 
     TF1 variables (names relative to ``model/inference``, :attr:`tf1_scope`): ``memory_layer/kernel`` and
     everything under ``decoder/`` of :func:`speechblocks.tacotron1_schema.tf1_variable_shapes`.
@@ -149,6 +154,9 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
         >>> frames.shape[2], align.shape[:2]
         (12, torch.Size([1, 7]))
     """
+
+    #: what :func:`torch_layers.decoding_plan.plan_decoding` plans this decoder as
+    decoder_family = "tacotron1"
 
     def __init__(self, hparams="keithito", layout: Optional[str] = None, *, mask_memory: bool = False,
                  device=None, dtype=None, **overrides):
@@ -263,7 +271,13 @@ class Tacotron1Decoder(TF1WeightsMixin, nn.Module):
 
     def _loop(self, memory: Tensor, keys: Tensor, mask: Optional[Tensor], limit: int, inputs: Optional[Tensor],
               masks: list[Optional[Tensor]]) -> tuple[Tensor, Tensor]:
-        """Runs :func:`decode` (TorchScript) from the zero state; returns ``(frames, alignments)``."""
+        """Runs the loop :func:`torch_layers.decoding_plan.plan_decoding` names from the zero state: free-running
+        inference in float32 on the CPU (no gradient recorded, no injected pre-net masks) the native loop
+        (:func:`torch_layers._native.tacotron1_decode`, ``SPEECHBLOCKS_NATIVE=0`` turns it off), else :func:`decode`
+        (TorchScript); returns ``(frames, alignments)``."""
+        if inputs is None:
+            if plan_decoding(self, memory, noise_masks={"decoder_prenet": masks}).native:
+                return _native.tacotron1_decode(self, memory, keys, mask, limit)
         prenet_w, prenet_b, w, loc = self._weights()
         empty = memory.new_zeros(0)
         keeps = [empty if m is None else m for m in masks]

@@ -19,6 +19,11 @@ time at inference in one call, a thread per direction (more threads split the ba
 running computed; torch's ``EncoderRNN`` runs it (``tests/test_native_encoder_scan.py``). Both share
 ``vector_maths.h``.
 
+``tacotron1_step.c`` (:class:`Tacotron1Loop`) is the Tacotron-1 decoder's (keithito/tacotron, mimic2) whole
+free-running loop in one call: pre-net, attention GRU, Bahdanau attention (mimic2's location term), the residual GRUs,
+the frames and the exact-zero stop, either framework's weights read in place
+(``tests/test_native_tacotron1_step*.py``).
+
 The library is compiled on first use with the system C compiler (``$CC``, else ``cc``, else ``gcc``: ``-O3
 -march=native -fopenmp`` then ``$SPEECHBLOCKS_NATIVE_CFLAGS``, glibc's vector maths when it links) into
 ``$SPEECHBLOCKS_CACHE/native`` (default ``~/.cache/speechblocks/native``, created ``0700``), one file per compiler,
@@ -44,10 +49,11 @@ from ._build import HEADERS, SOURCES, NativeStatus, enabled, library, status
 from ._fields import _F, MAX_ATTENTION_UNITS, MAX_LAYERS, _ptr, _set_fields, _threads, cpu_budget  # noqa: F401 (_F)
 from ._structs import _Decoder, _State
 from .batch_loop import BatchDecoderLoop
+from .tacotron1_loop import Tacotron1Loop
 
 __all__ = ["library", "enabled", "status", "NativeStatus", "cpu_budget", "phase_profile", "DecoderLoop",
-           "BatchDecoderLoop", "encoder_scan", "PHASES", "MAX_LAYERS", "MAX_ATTENTION_UNITS", "TORCH_GATES",
-           "TF1_GATES", "SOURCES", "HEADERS"]
+           "BatchDecoderLoop", "Tacotron1Loop", "encoder_scan", "PHASES", "MAX_LAYERS", "MAX_ATTENTION_UNITS",
+           "TORCH_GATES", "TF1_GATES", "SOURCES", "HEADERS"]
 
 #: each gate's block of ``u`` in the LSTM gates (i, f, g, o): torch's order, TF1's ``i, j, f, o``
 TORCH_GATES = (0, 1, 2, 3)

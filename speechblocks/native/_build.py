@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Optional
 
 from ._fields import _F, MAX_ATTENTION_UNITS, MAX_BATCH, MAX_LAYERS, cpu_budget
-from ._structs import LAYOUTS, _Decoder, _State
+from ._structs import LAYOUTS, _Decoder, _State, _Tacotron1Decoder
 
 _HERE = Path(__file__).parent
 #: the C sources of the library (one shared object)
-SOURCES = (_HERE / "decoder_step.c", _HERE / "decoder_batch.c", _HERE / "encoder_scan.c")
+SOURCES = (_HERE / "decoder_step.c", _HERE / "decoder_batch.c", _HERE / "encoder_scan.c", _HERE / "tacotron1_step.c")
 #: the headers they include (every ``.h`` here: all are in the cache key)
 HEADERS = tuple(sorted(_HERE.glob("*.h")))
 #: the compile flags before ``$SPEECHBLOCKS_NATIVE_CFLAGS``
@@ -274,6 +274,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.sb_pack_panels.restype = None
     lib.sb_pack_panels.argtypes = [_F, ctypes.c_int, ctypes.c_int, ctypes.c_int, _F]
     lib.sb_tile_columns.restype = ctypes.c_int
+    lib.sb_tacotron1_decode.restype = ctypes.c_int
+    lib.sb_tacotron1_decode.argtypes = [ctypes.POINTER(_Tacotron1Decoder), ctypes.c_int, _F, _F,
+                                        ctypes.POINTER(ctypes.c_int)]
     lib.sb_encoder_scan.restype = ctypes.c_int
     lib.sb_encoder_scan.argtypes = [_F, _F, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int, _F]

@@ -1,7 +1,8 @@
 """The ctypes mirrors of the C steps' structs (``sb_decoder``, ``sb_state`` in ``decoder_step.c``;
-``sb_batch_decoder``, ``sb_batch_state`` in ``decoder_batch.c``). The library exports each struct's size and field
-offsets (``sb_*_layout``) and the loader (``_build.check_layouts``) refuses a library whose layout differs from
-these: a field added on one side only is one line at load time, not memory read at the wrong offset."""
+``sb_batch_decoder``, ``sb_batch_state`` in ``decoder_batch.c``; ``sb_tacotron1_decoder`` in ``tacotron1_step.c``).
+The library exports each struct's size and field offsets (``sb_*_layout``) and the loader (``_build.check_layouts``)
+refuses a library whose layout differs from these: a field added on one side only is one line at load time, not memory
+read at the wrong offset."""
 from __future__ import annotations
 
 import ctypes
@@ -51,6 +52,18 @@ class _BatchState(ctypes.Structure):
                 ("energy", _F), ("out", _F)]
 
 
+class _Tacotron1Decoder(ctypes.Structure):
+    """``sb_tacotron1_decoder``: a Tacotron-1 decoder's kernels read in place (rows or columns: ``cols``) and one
+    call's attention memory; the GRUs in the order attention GRU, GRU 1, GRU 2."""
+    _fields_ = [("batch", _I), ("num_mels", _I), ("frame_size", _I), ("max_time", _I), ("memory_size", _I),
+                ("att_units", _I), ("dec_units", _I), ("cols", _I), ("prenet_outside", _I), ("prenet_layers", _I),
+                ("prenet_sizes", _I * MAX_LAYERS), ("prenet_w", _F * MAX_LAYERS), ("prenet_b", _F * MAX_LAYERS),
+                ("gates_w", _F * 3), ("gates_b", _F * 3), ("cand_w", _F * 3), ("cand_b", _F * 3),
+                ("query_w", _F), ("v_a", _F), ("location_wt", _F), ("kernel", _I), ("pad_before", _I),
+                ("keys", _F), ("values", _F), ("score_bias", _F), ("cell0_w", _F), ("cell0_b", _F), ("out_w", _F),
+                ("out_b", _F), ("threads", _I)]
+
+
 #: the C function that reports each mirror's layout
 LAYOUTS = {"sb_decoder_layout": _Decoder, "sb_state_layout": _State, "sb_batch_decoder_layout": _BatchDecoder,
-           "sb_batch_state_layout": _BatchState}
+           "sb_batch_state_layout": _BatchState, "sb_tacotron1_decoder_layout": _Tacotron1Decoder}

@@ -67,7 +67,7 @@ def test_a_training_step_leaves_nothing_alive(data):
 
     def live_tensors():
         gc.collect()
-        return sum(isinstance(o, torch.Tensor) for o in gc.get_objects())
+        return sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects())  # (type(): a dead weakproxy raises)
 
     trainer.train_step(batch, 1e-3, seed=0)
     before = live_tensors()
